@@ -1,0 +1,170 @@
+"""Generate every LUT file and the catalog, deterministically.
+
+:func:`build_tables` prices every key of the plan on its refined grid and
+returns the CSV text of each file; :func:`write_outputs` writes them (and
+``lut/CATALOG.md``) and removes nothing else. Rows are sorted by key and grid
+point and numbers are written with six significant digits in positional
+notation, so the same inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lut_population.grid import Grid, evaluate_grid, refine
+from lut_population.phases import Metrics
+from lut_population.plan import DTYPE, PIPELINE_PARALLEL, FileSpec, KeySpec, build_plan
+
+COLUMNS = (
+    "phase",
+    "model",
+    "hardware",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "context_len",
+    "microbatch",
+    "fanout_k",
+    "dtype",
+    "latency_ms",
+    "peak_mem_mb",
+    "kv_delta_mb",
+    "energy_mj",
+    "source",
+    "notes",
+)
+"""LUT columns, in the order of the shared naming contract."""
+
+SIGNIFICANT_DIGITS = 6
+
+
+def format_number(value: float) -> str:
+    """Six significant digits, positional notation, no trailing zeros."""
+    text = np.format_float_positional(
+        float(value), precision=SIGNIFICANT_DIGITS, unique=False, fractional=False, trim="-"
+    )
+    return "0" if text in ("-0", "0.") else text
+
+
+@dataclass(frozen=True)
+class BuiltKey:
+    """One key after refinement.
+
+    Attributes:
+        spec: The key.
+        grid: The refined grid.
+        metrics: Costs on the grid, shaped (context, batch, k).
+        over_memory: Number of grid points whose peak memory exceeds the replica's.
+    """
+
+    spec: KeySpec
+    grid: Grid
+    metrics: Metrics
+    over_memory: int
+
+
+@dataclass(frozen=True)
+class BuiltFile:
+    """One LUT file: its spec, keys and CSV text."""
+
+    spec: FileSpec
+    keys: tuple[BuiltKey, ...]
+    text: str
+
+    @property
+    def rows(self) -> int:
+        """Number of data rows."""
+        return sum(k.grid.size for k in self.keys)
+
+
+def _notes(metrics: Metrics, i: int, j: int, m: int, capacity: float | None) -> str:
+    notes = []
+    peak = float(metrics.peak_mem_mb[i, j, m])
+    if capacity is not None and peak > capacity:
+        notes.append(f"exceeds memory: peak {peak:.0f} MiB > {capacity:.0f} MiB")
+    if not metrics.energy_known:
+        notes.append("energy not modelled: no power figure in the data")
+    return "; ".join(notes)
+
+
+def build_key(spec: KeySpec) -> BuiltKey:
+    """Refine the key's grid and price it."""
+    grid = refine(spec.cost, spec.grid)
+    metrics = evaluate_grid(spec.cost, grid)
+    capacity = spec.cost.capacity_mb
+    over = 0 if capacity is None else int(np.sum(metrics.peak_mem_mb > capacity))
+    return BuiltKey(spec, grid, metrics, over)
+
+
+def _rows(key: BuiltKey) -> Iterable[tuple[tuple[object, ...], list[str]]]:
+    spec = key.spec
+    metrics = key.metrics
+    for i, context in enumerate(key.grid.context):
+        for j, batch in enumerate(key.grid.batch):
+            for m, fanout in enumerate(key.grid.fanout_k):
+                sort_key = (spec.phase, spec.tensor_parallel, context, batch, fanout)
+                yield (
+                    sort_key,
+                    [
+                        spec.phase,
+                        spec.model,
+                        spec.hardware,
+                        str(spec.tensor_parallel),
+                        str(PIPELINE_PARALLEL),
+                        str(context),
+                        str(batch),
+                        str(fanout),
+                        DTYPE,
+                        format_number(metrics.latency_ms[i, j, m]),
+                        format_number(metrics.peak_mem_mb[i, j, m]),
+                        format_number(metrics.kv_delta_mb[i, j, m]),
+                        format_number(metrics.energy_mj[i, j, m]),
+                        spec.cost.source,
+                        _notes(metrics, i, j, m, spec.cost.capacity_mb),
+                    ],
+                )
+
+
+def render_csv(keys: Iterable[BuiltKey]) -> str:
+    """CSV text of a file's keys, rows sorted by (phase, TP, context, batch, k)."""
+    rows = sorted((row for key in keys for row in _rows(key)), key=lambda r: r[0])
+    out = io.StringIO()
+    out.write(",".join(COLUMNS) + "\n")
+    for _, cells in rows:
+        out.write(",".join(_quote(c) for c in cells) + "\n")
+    return out.getvalue()
+
+
+def _quote(cell: str) -> str:
+    if any(ch in cell for ch in ',"\n'):
+        return '"' + cell.replace('"', '""') + '"'
+    return cell
+
+
+def build_tables(plan: tuple[FileSpec, ...] | None = None) -> tuple[BuiltFile, ...]:
+    """Price every key of ``plan`` (default: the full plan) and render each file."""
+    files = []
+    for spec in plan if plan is not None else build_plan():
+        keys = tuple(build_key(k) for k in spec.keys)
+        files.append(BuiltFile(spec, keys, render_csv(keys)))
+    return tuple(files)
+
+
+def write_outputs(files: tuple[BuiltFile, ...], catalog: str, lut_dir: Path) -> list[Path]:
+    """Write the LUT files and the catalog into ``lut_dir``; return the written paths."""
+    from lut_population.paths import CATALOG_NAME
+
+    lut_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for built in files:
+        path = lut_dir / built.spec.name
+        path.write_text(built.text, encoding="utf-8")
+        written.append(path)
+    path = lut_dir / CATALOG_NAME
+    path.write_text(catalog, encoding="utf-8")
+    written.append(path)
+    return written

@@ -1,0 +1,174 @@
+"""Sanity checks of the LUT files on disk (``python -m lut_population check``).
+
+1. The files are exactly what a fresh build produces (byte for byte), the
+   catalog included; LUT files the plan does not produce are listed.
+2. Every file loads with the simulator's LUT loader (schema, rectangular grids).
+3. Latency is non-decreasing in context_len, in microbatch and in fanout_k.
+4. ``kv_delta_mb`` matches the model shape: tokens appended x 2 x layers x
+   kv_heads x head_dim x 2 bytes (target and draft for fused files).
+5. Spot checks against published figures (:mod:`lut_population.spot_checks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lut_population.build import BuiltFile, build_tables
+from lut_population.catalog import render_catalog
+from lut_population.inputs import load_models
+from lut_population.paths import CATALOG_NAME
+from lut_population.spot_checks import SPOT_TOLERANCE, spot_checks
+from simulator.errors import InputError
+from simulator.lut import load_lut
+
+KV_TOLERANCE = 1e-5
+"""Relative tolerance of the KV check (values are written with six significant digits)."""
+
+KEY = ["phase", "model", "hardware", "tensor_parallel", "pipeline_parallel", "dtype"]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one check.
+
+    Attributes:
+        name: The check.
+        ok: Whether it passed.
+        details: Lines explaining failures (and, for spot checks, every comparison).
+    """
+
+    name: str
+    ok: bool
+    details: tuple[str, ...] = ()
+
+
+def check_up_to_date(lut_dir: Path, built: tuple[BuiltFile, ...]) -> CheckResult:
+    """Files on disk equal a fresh build."""
+    problems = []
+    expected = {b.spec.name: b.text for b in built}
+    expected[CATALOG_NAME] = render_catalog(built)
+    for name, text in sorted(expected.items()):
+        path = lut_dir / name
+        if not path.is_file():
+            problems.append(f"{name}: missing (run python -m lut_population build)")
+        elif path.read_text(encoding="utf-8") != text:
+            problems.append(f"{name}: differs from a fresh build")
+    extra = sorted(p.name for p in lut_dir.glob("*.csv") if p.name not in expected)
+    details = [
+        *problems,
+        *(f"{name}: not produced by the generator (left alone)" for name in extra),
+    ]
+    return CheckResult("files match a fresh build", not problems, tuple(details))
+
+
+def check_loadable(lut_dir: Path, names: list[str]) -> CheckResult:
+    """Every file loads with :func:`simulator.lut.load_lut`."""
+    problems = []
+    for name in names:
+        try:
+            load_lut(lut_dir / name, use_cache=False)
+        except InputError as error:
+            problems.append(f"{name}: {error.render()}")
+    return CheckResult("files load with simulator.lut", not problems, tuple(problems))
+
+
+def _frames(lut_dir: Path, names: list[str]) -> dict[str, pd.DataFrame]:
+    return {
+        name: pd.read_csv(lut_dir / name, keep_default_na=False)
+        for name in names
+        if (lut_dir / name).is_file()
+    }
+
+
+def check_monotone(frames: dict[str, pd.DataFrame]) -> CheckResult:
+    """Latency never decreases along context_len, microbatch or fanout_k."""
+    problems: list[str] = []
+    for name, frame in frames.items():
+        for key, group in frame.groupby(KEY, sort=True):
+            for axis in ("context_len", "microbatch", "fanout_k"):
+                others = [a for a in ("context_len", "microbatch", "fanout_k") if a != axis]
+                ordered = group.sort_values([*others, axis])
+                latency = ordered["latency_ms"].to_numpy(dtype=float)
+                same = (ordered[others].to_numpy()[1:] == ordered[others].to_numpy()[:-1]).all(
+                    axis=1
+                )
+                drops = same & (np.diff(latency) < 0)
+                if drops.any():
+                    at = ordered.iloc[int(np.argmax(drops)) + 1]
+                    problems.append(
+                        f"{name} {key[0]} TP{key[3]}: latency falls along {axis} at "
+                        f"context {at['context_len']}, batch {at['microbatch']}, "
+                        f"k {at['fanout_k']}"
+                    )
+    return CheckResult("latency monotone in context, batch and k", not problems, tuple(problems))
+
+
+def expected_kv_mb(
+    row_phase: str, model: str, context: np.ndarray, batch: np.ndarray, k: np.ndarray
+) -> np.ndarray:
+    """KV cache an iteration appends, from the model shapes alone."""
+    models = load_models()
+    target_id, _, draft_id = model.partition("+")
+    target = models[target_id].kv_mib_per_token
+    draft = models[draft_id].kv_mib_per_token if draft_id else 0.0
+    if row_phase == "prefill":
+        return np.asarray(batch * context * (target + draft))
+    if row_phase == "draft_decode":
+        return np.asarray(batch * target)
+    if row_phase == "verify":
+        return np.asarray(batch * (k + 1) * target)
+    return np.asarray(batch * ((k + 1) * target + k * draft))
+
+
+def check_kv(frames: dict[str, pd.DataFrame]) -> CheckResult:
+    """kv_delta_mb equals tokens appended x the model's KV bytes per token."""
+    problems = []
+    for name, frame in frames.items():
+        for (phase, model), group in frame.groupby(["phase", "model"], sort=True):
+            expected = expected_kv_mb(
+                str(phase),
+                str(model),
+                group["context_len"].to_numpy(dtype=float),
+                group["microbatch"].to_numpy(dtype=float),
+                group["fanout_k"].to_numpy(dtype=float),
+            )
+            actual = group["kv_delta_mb"].to_numpy(dtype=float)
+            rel = np.abs(actual - expected) / np.maximum(expected, 1e-12)
+            if rel.max() > KV_TOLERANCE:
+                problems.append(
+                    f"{name} {phase}: kv_delta_mb off by up to {rel.max():.2e} of the shape formula"
+                )
+    return CheckResult("KV deltas match the model shapes", not problems, tuple(problems))
+
+
+def check_spots(lut_dir: Path) -> CheckResult:
+    """Published-figure comparisons."""
+    lines = []
+    ok = True
+    for spot in spot_checks(lut_dir):
+        flag = "ok" if spot.ok else "FAIL"
+        ok = ok and spot.ok
+        lines.append(
+            f"{flag}: {spot.name}: LUT {spot.lut_ms:.2f} ms vs {spot.published_ms:.2f} ms "
+            f"({spot.deviation:+.1%}; tolerance {SPOT_TOLERANCE:.0%}) [{spot.reference}]"
+        )
+    return CheckResult("spot checks against published figures", ok, tuple(lines))
+
+
+def run_checks(lut_dir: Path) -> list[CheckResult]:
+    """Run every check on the LUT files in ``lut_dir``."""
+    built = build_tables()
+    names = [b.spec.name for b in built]
+    results = [check_up_to_date(lut_dir, built)]
+    present = [n for n in names if (lut_dir / n).is_file()]
+    results.append(check_loadable(lut_dir, present))
+    frames = _frames(lut_dir, present)
+    results.append(check_monotone(frames))
+    results.append(check_kv(frames))
+    if all((lut_dir / n).is_file() for n in names):
+        results.append(check_spots(lut_dir))
+    return results

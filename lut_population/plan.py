@@ -1,0 +1,267 @@
+"""Which LUT files are built, and the cost model behind every key in them.
+
+Files (one per model and hardware, ``lut/<model>__<hardware>.csv``):
+
+* targets Llama-2-7B, Llama-3-8B (TP 1, 2, 4, 8) and Llama-2-70B (TP 2, 4, 8;
+  its fp16 weights do not fit one 80 GB GPU) on A100 and H100, phases
+  prefill, draft_decode and verify;
+* draft models TinyLlama-1.1B, Llama-68M and Llama-3.2-1B on A100 and H100
+  (TP 1) and on every calibrated client device, phases prefill and
+  draft_decode;
+* fused pairs ``<target>+<draft>`` (draft and target share a tokenizer:
+  Llama-2 targets with TinyLlama-1.1B or Llama-68M, Llama-3-8B with
+  Llama-3.2-1B) on A100 and H100 at every target TP degree, phases prefill and
+  fused_decode.
+
+Every file holds fp16 rows only (the profiles are fp16) and pipeline
+parallelism 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from lut_population.attention import AttentionModel, fit_attention
+from lut_population.collectives import all_reduce_fit
+from lut_population.cpu_overhead import cpu_overhead_fit
+from lut_population.device_roofline import RooflineModel, calibrate, cited_number, row_named
+from lut_population.gpu_compose import ComposedGpuModel
+from lut_population.gpu_scaling import gpu_ratios
+from lut_population.grid import DATACENTER_BATCHES, DEVICE_BATCHES, Grid, base_grid
+from lut_population.inputs import (
+    has_operator_profile,
+    load_attention_profile,
+    load_devices_config,
+    load_models,
+    load_operator_profile,
+)
+from lut_population.op_roofline import FittedOps, op_roofline_fit
+from lut_population.operators import OpTimes, ProfiledOps, ratio_scaled_profile
+from lut_population.phases import FusedPrefillCost, FusedRoundCost, KeyCost, SinglePhaseCost
+from lut_population.power import power_curve, size_class
+from lut_population.work import IterationModel
+
+VIDUR_COMMIT = "7d47513"
+"""Short commit of the Vidur operator and network profiles."""
+
+VIDUR_OLD_COMMIT = "acb95f6"
+"""Short commit of the Vidur attention and CPU-overhead tables."""
+
+DTYPE = "fp16"
+PIPELINE_PARALLEL = 1
+
+TARGETS: dict[str, tuple[int, ...]] = {
+    "llama-2-7b": (1, 2, 4, 8),
+    "llama-3-8b": (1, 2, 4, 8),
+    "llama-2-70b": (2, 4, 8),
+}
+"""Target models and their TP degrees."""
+
+DRAFTS = ("tinyllama-1.1b", "llama-68m", "llama-3.2-1b")
+"""Draft models."""
+
+FUSED_PAIRS = (
+    ("llama-2-7b", "tinyllama-1.1b"),
+    ("llama-2-7b", "llama-68m"),
+    ("llama-2-70b", "tinyllama-1.1b"),
+    ("llama-2-70b", "llama-68m"),
+    ("llama-3-8b", "llama-3.2-1b"),
+)
+"""(target, draft) pairs with a shared tokenizer."""
+
+REFERENCE_MODEL = "llama-2-7b"
+"""Profiled on both GPUs with hidden size 4096: the ratio reference for Llama-3-8B on H100."""
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One LUT key: its identity, its cost function and its starting grid.
+
+    Attributes:
+        phase: LUT phase.
+        model: Model id written in the rows.
+        hardware: Hardware id.
+        tensor_parallel: TP degree.
+        cost: The cost function.
+        grid: The base grid (refined by the build).
+    """
+
+    phase: str
+    model: str
+    hardware: str
+    tensor_parallel: int
+    cost: KeyCost
+    grid: Grid
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One LUT file.
+
+    Attributes:
+        name: File name inside ``lut/``.
+        model: Model id of the file.
+        hardware: Hardware id.
+        method: How the numbers are made (for the catalog).
+        keys: Its keys.
+    """
+
+    name: str
+    model: str
+    hardware: str
+    method: str
+    keys: tuple[KeySpec, ...]
+
+
+def gpu_hardware() -> dict[str, str]:
+    """Hardware id -> Vidur GPU name of the datacenter GPUs."""
+    return {hw: str(e["profile_gpu"]) for hw, e in load_devices_config()["gpus"].items()}
+
+
+@cache
+def gpu_memory_mb(hardware: str) -> float:
+    """GPU memory of a datacenter hardware id (from the size in the cited fact row's name)."""
+    entry = load_devices_config()["gpus"][hardware]["memory_gb"]
+    value = cited_number(
+        row_named(entry["row"]), entry["column"], float(entry["value"]), f"gpus.{hardware}"
+    )
+    return value * 1024.0
+
+
+def _ops(model_id: str, gpu: str, tp: int) -> tuple[OpTimes, str]:
+    shape = load_models()[model_id]
+    if has_operator_profile(gpu, model_id):
+        profile = load_operator_profile(gpu, model_id)
+        return ProfiledOps(profile, tp, shape), f"vidur_profile@{VIDUR_COMMIT}+compose_v1"
+    if gpu != "a100" and has_operator_profile("a100", model_id):
+        scaled = ratio_scaled_profile(
+            load_operator_profile("a100", model_id),
+            load_operator_profile("a100", REFERENCE_MODEL),
+            load_operator_profile(gpu, REFERENCE_MODEL),
+            gpu,
+        )
+        tag = f"vidur_profile@{VIDUR_COMMIT}+{gpu}_ratio_v1+compose_v1"
+        return ProfiledOps(scaled, tp, shape), tag
+    return FittedOps(
+        op_roofline_fit(gpu), shape, tp
+    ), f"vidur_op_roofline@{VIDUR_COMMIT}+compose_v1"
+
+
+@cache
+def gpu_model(model_id: str, hardware: str, tp: int) -> ComposedGpuModel:
+    """The composed cost model of ``model_id`` on a datacenter GPU replica of TP ``tp``."""
+    gpu = gpu_hardware()[hardware]
+    shape = load_models()[model_id]
+    ops, source = _ops(model_id, gpu, tp)
+    mem_ratio = cmp_ratio = 1.0
+    if gpu != "a100":
+        ratios = gpu_ratios("a100", gpu)
+        mem_ratio, cmp_ratio = ratios.mem, ratios.cmp
+    attention = AttentionModel(
+        fit_attention(load_attention_profile()),
+        heads=shape.num_heads / tp,
+        kv_heads=shape.num_kv_heads / tp,
+        head_dim=shape.head_dim,
+        mem_ratio=mem_ratio,
+        cmp_ratio=cmp_ratio,
+    )
+    return ComposedGpuModel(
+        shape=shape,
+        tensor_parallel=tp,
+        ops=ops,
+        attention=attention,
+        all_reduce=all_reduce_fit(gpu, tp) if tp > 1 else None,
+        cpu=cpu_overhead_fit(),
+        power=power_curve(gpu, size_class(shape.total_params)),
+        capacity_mb=gpu_memory_mb(hardware) * tp,
+        source=source,
+    )
+
+
+@cache
+def device_model(model_id: str, hardware: str) -> RooflineModel:
+    """The calibrated roofline cost model of ``model_id`` on a client device."""
+    calibration = calibrate(hardware)
+    return RooflineModel(
+        shape=load_models()[model_id],
+        calibration=calibration,
+        tensor_parallel=1,
+        capacity_mb=calibration.memory_mb,
+        source="roofline_v1",
+    )
+
+
+def _single(
+    model: IterationModel, hardware: str, phases: tuple[str, ...], batches: tuple[int, ...]
+) -> list[KeySpec]:
+    return [
+        KeySpec(
+            phase,
+            model.shape.model_id,
+            hardware,
+            model.tensor_parallel,
+            SinglePhaseCost(model, phase),
+            base_grid(phase, model.shape.max_context, batches),
+        )
+        for phase in phases
+    ]
+
+
+def file_name(model: str, hardware: str) -> str:
+    """``<model>__<hardware>.csv``."""
+    return f"{model}__{hardware}.csv"
+
+
+def build_plan() -> tuple[FileSpec, ...]:
+    """Every LUT file to build, in a fixed order."""
+    files: list[FileSpec] = []
+    hardware_ids = sorted(gpu_hardware())
+    models = load_models()
+    for model_id in sorted(TARGETS):
+        for hw in hardware_ids:
+            keys: list[KeySpec] = []
+            for tp in TARGETS[model_id]:
+                model = gpu_model(model_id, hw, tp)
+                keys += _single(
+                    model, hw, ("prefill", "draft_decode", "verify"), DATACENTER_BATCHES
+                )
+            method = gpu_model(model_id, hw, TARGETS[model_id][0]).source
+            files.append(FileSpec(file_name(model_id, hw), model_id, hw, method, tuple(keys)))
+    for model_id in sorted(DRAFTS):
+        for hw in hardware_ids:
+            model = gpu_model(model_id, hw, 1)
+            keys = _single(model, hw, ("prefill", "draft_decode"), DATACENTER_BATCHES)
+            files.append(FileSpec(file_name(model_id, hw), model_id, hw, model.source, tuple(keys)))
+        for hw in sorted(load_devices_config()["roofline"]):
+            dev = device_model(model_id, hw)
+            keys = _single(dev, hw, ("prefill", "draft_decode"), DEVICE_BATCHES)
+            files.append(FileSpec(file_name(model_id, hw), model_id, hw, dev.source, tuple(keys)))
+    for target_id, draft_id in sorted(FUSED_PAIRS):
+        fused_id = f"{target_id}+{draft_id}"
+        max_context = min(models[target_id].max_context, models[draft_id].max_context)
+        for hw in hardware_ids:
+            keys = []
+            draft = gpu_model(draft_id, hw, 1)
+            for tp in TARGETS[target_id]:
+                target = gpu_model(target_id, hw, tp)
+                source = f"fused_v1[{target.source}|{draft.source}]"
+                for cost in (
+                    FusedPrefillCost(target, draft, source),
+                    FusedRoundCost(target, draft, source),
+                ):
+                    keys.append(
+                        KeySpec(
+                            cost.phase,
+                            fused_id,
+                            hw,
+                            tp,
+                            cost,
+                            base_grid(cost.phase, max_context, DATACENTER_BATCHES),
+                        )
+                    )
+            method = (
+                f"fused_v1[{gpu_model(target_id, hw, TARGETS[target_id][0]).source}|{draft.source}]"
+            )
+            files.append(FileSpec(file_name(fused_id, hw), fused_id, hw, method, tuple(keys)))
+    return tuple(files)

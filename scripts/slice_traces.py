@@ -1,0 +1,108 @@
+"""Re-create the trace slices shipped in ``scenarios/traces/`` from the original files.
+
+Usage::
+
+    python scripts/slice_traces.py ORIGINAL_DIR [--out scenarios/traces] [--check]
+
+``ORIGINAL_DIR`` holds the original files under the names in :data:`SLICES`
+(searched for recursively, so the data folder as distributed works). Each
+slice is the original's header line followed by its first N data lines,
+copied byte for byte (line endings included); nothing else is changed:
+
+======================================  ===========================================================  ======
+slice                                   original file                                                rows
+======================================  ===========================================================  ======
+azure_conv_10k.csv                      AzureLLMInferenceTrace_conv_2023.csv                         1-10000
+azure_code_2k.csv                       AzureLLMInferenceTrace_code_2023.csv                         1-2000
+mooncake_conv_2k.csv                    mooncake_conversation_trace.csv                              1-2000
+arxiv_summarization_lengths_2k.csv      arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv   1-2000
+======================================  ===========================================================  ======
+
+(rows count data lines from 1; the header is always kept). With ``--check``
+nothing is written: the script exits 1 when a shipped slice differs from what
+it would write. The SHA-256 of every slice is printed so ``SOURCES.md`` can
+record it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Slice(NamedTuple):
+    """One shipped slice: its name, the original's file name and the data rows kept."""
+
+    name: str
+    original: str
+    rows: int
+
+
+SLICES: tuple[Slice, ...] = (
+    Slice("azure_conv_10k.csv", "AzureLLMInferenceTrace_conv_2023.csv", 10_000),
+    Slice("azure_code_2k.csv", "AzureLLMInferenceTrace_code_2023.csv", 2_000),
+    Slice("mooncake_conv_2k.csv", "mooncake_conversation_trace.csv", 2_000),
+    Slice(
+        "arxiv_summarization_lengths_2k.csv",
+        "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
+        2_000,
+    ),
+)
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "scenarios" / "traces"
+
+
+def slice_bytes(original: bytes, rows: int) -> bytes:
+    """Return the header line and the first ``rows`` data lines of ``original``.
+
+    Raises:
+        ValueError: The original has fewer than ``rows`` data lines.
+    """
+    lines = original.splitlines(keepends=True)
+    if len(lines) < rows + 1:
+        raise ValueError(f"the original has only {len(lines) - 1} data lines, {rows} needed")
+    return b"".join(lines[: rows + 1])
+
+
+def find_original(root: Path, name: str) -> Path:
+    """Return the file called ``name`` under ``root`` (searched recursively).
+
+    Raises:
+        FileNotFoundError: No such file.
+    """
+    direct = root / name
+    if direct.is_file():
+        return direct
+    for candidate in sorted(root.rglob(name)):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{name} not found under {root}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("original_dir", type=Path, help="folder holding the original trace files")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the slices go")
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args(argv)
+    stale = False
+    for item in SLICES:
+        data = slice_bytes(find_original(args.original_dir, item.original).read_bytes(), item.rows)
+        target = args.out / item.name
+        digest = hashlib.sha256(data).hexdigest()
+        if args.check:
+            same = target.is_file() and target.read_bytes() == data
+            stale = stale or not same
+            print(f"{item.name}: {'ok' if same else 'DIFFERS'}")
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            print(f"{item.name}: {item.rows} rows, {len(data)} bytes, sha256 {digest}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Device profiles: client devices that draft and target replicas that verify.
+
+``load_device_profile(path)`` reads and checks one profile file (schema
+``simulator/schemas/device_profile.schema.json``, documented in
+``device_profiles/README.md``); :class:`DeviceRegistry` holds several and looks
+them up by id.
+"""
+
+from __future__ import annotations
+
+from simulator.devices.load import (
+    SCHEMA_NAME,
+    build_profile,
+    load_device_profile,
+    load_device_profiles,
+)
+from simulator.devices.model import (
+    Availability,
+    AvailabilityWindow,
+    CalibrationPoint,
+    CollectiveFit,
+    ComputeSpec,
+    CostSpec,
+    DeviceProfile,
+    DeviceRole,
+    EnergySpec,
+    Interconnect,
+    KvCapacityPoint,
+    LinkLabel,
+    MemorySpec,
+    NetworkSpec,
+    ParallelismLimits,
+    ThermalSpec,
+)
+from simulator.devices.registry import DeviceRegistry, UnknownDeviceError
+
+__all__ = [
+    "SCHEMA_NAME",
+    "Availability",
+    "AvailabilityWindow",
+    "CalibrationPoint",
+    "CollectiveFit",
+    "ComputeSpec",
+    "CostSpec",
+    "DeviceProfile",
+    "DeviceRegistry",
+    "DeviceRole",
+    "EnergySpec",
+    "Interconnect",
+    "KvCapacityPoint",
+    "LinkLabel",
+    "MemorySpec",
+    "NetworkSpec",
+    "ParallelismLimits",
+    "ThermalSpec",
+    "UnknownDeviceError",
+    "build_profile",
+    "load_device_profile",
+    "load_device_profiles",
+]

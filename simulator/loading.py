@@ -1,0 +1,307 @@
+"""Shared steps of every input loader: read, validate against a schema, fill defaults.
+
+Scenario files, device profiles and acceptance curves all go through the same
+pipeline: :func:`read_document` parses YAML or JSON (reporting a missing file
+or a syntax error as an :class:`~simulator.errors.Issue`),
+:func:`schema_issues` checks the document against a JSON Schema shipped in
+``simulator/schemas`` and turns every violation into an issue with a key path
+and a "did you mean" hint for misspelt keys, and :func:`fill_defaults` copies
+the schema's ``default`` values into the document. Builders then turn the
+validated document into frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import math
+from collections.abc import Iterator, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from simulator.errors import InputError, Issue, describe_value, key_path, make_issue
+
+SCHEMA_PACKAGE = "simulator.schemas"
+
+
+@cache
+def _packaged_schema_text(name: str) -> str:
+    return resources.files(SCHEMA_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+
+
+def load_packaged_schema(name: str) -> dict[str, Any]:
+    """Return a fresh copy of the JSON Schema ``simulator/schemas/<name>``."""
+    loaded: dict[str, Any] = json.loads(_packaged_schema_text(name))
+    return loaded
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects duplicate mapping keys."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def read_document(path: Path, what: str = "file") -> Any:
+    """Parse a YAML (``.yaml``/``.yml``) or JSON (``.json``) file.
+
+    Args:
+        path: The file to read.
+        what: What the file is, for messages (e.g. ``"scenario"``).
+
+    Raises:
+        InputError: The file is missing, unreadable, or not valid YAML/JSON.
+    """
+    if not path.is_file():
+        raise InputError([make_issue(path, "", str(path), f"an existing {what} file", "not found")])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            [make_issue(path, "", str(path), f"a readable UTF-8 {what} file", str(exc))]
+        ) from None
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                [
+                    make_issue(
+                        path,
+                        f"line {exc.lineno}, column {exc.colno}",
+                        exc.doc[exc.pos : exc.pos + 20],
+                        "valid JSON",
+                        exc.msg,
+                    )
+                ]
+            ) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        lines = text.splitlines()
+        bad_line = lines[mark.line].strip() if mark is not None and mark.line < len(lines) else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError([make_issue(path, where, bad_line, "valid YAML", problem)]) from None
+
+
+def _allowed_text(schema: Mapping[str, Any]) -> str:
+    """Describe what a (sub)schema accepts, for the ``allowed`` part of a message."""
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    if "const" in schema:
+        return repr(schema["const"])
+    parts: list[str] = []
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        parts.append(" or ".join(kind))
+    elif isinstance(kind, str):
+        parts.append(kind)
+    if "minimum" in schema:
+        parts.append(f">= {schema['minimum']}")
+    if "exclusiveMinimum" in schema:
+        parts.append(f"> {schema['exclusiveMinimum']}")
+    if "maximum" in schema:
+        parts.append(f"<= {schema['maximum']}")
+    if "exclusiveMaximum" in schema:
+        parts.append(f"< {schema['exclusiveMaximum']}")
+    if "pattern" in schema:
+        parts.append(f"matching {schema['pattern']}")
+    if "minItems" in schema:
+        parts.append(f"with at least {schema['minItems']} item(s)")
+    if "description" in schema and not parts:
+        parts.append(str(schema["description"]))
+    return " ".join(parts) if parts else "see the schema"
+
+
+def _did_you_mean(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterator[Issue]:
+    """Turn one jsonschema error (possibly with sub-errors) into readable issues."""
+    path = list(error.absolute_path)
+    where = key_path(path) or "(top level)"
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    validator = error.validator
+    if validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        known = sorted(schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in schema.get("properties", {})]
+        for name in extra:
+            hint = _did_you_mean(str(name), known)
+            yield make_issue(
+                file,
+                key_path([*path, name]),
+                name,
+                "keys " + ", ".join(known) if known else "no keys",
+                f"unknown key{hint}",
+            )
+        return
+    if validator == "required":
+        missing = str(error.message).split("'")[1] if "'" in error.message else error.message
+        yield make_issue(
+            file,
+            key_path([*path, missing]),
+            "(missing)",
+            "a value is required here",
+            "missing required key",
+        )
+        return
+    if validator in ("oneOf", "anyOf") and error.context:
+        # Report the branch that got furthest: the deepest sub-error.
+        best = max(error.context, key=lambda e: (len(e.absolute_path), -len(e.context or [])))
+        if len(best.absolute_path) > len(error.absolute_path):
+            yield from _issues_from_error(file, best)
+            return
+        options = [
+            _allowed_text(sub) for sub in schema.get(validator, []) if isinstance(sub, Mapping)
+        ]
+        yield make_issue(
+            file, where, error.instance, " | ".join(options), "matches no allowed form"
+        )
+        return
+    instance = error.instance
+    if validator == "enum" and isinstance(instance, str):
+        hint = _did_you_mean(instance, [str(v) for v in schema.get("enum", [])])
+        yield make_issue(
+            file, where, instance, _allowed_text(schema), f"not an allowed value{hint}"
+        )
+        return
+    if validator == "type" and isinstance(instance, float) and math.isnan(instance):
+        yield make_issue(file, where, instance, _allowed_text(schema), "NaN is not a number here")
+        return
+    yield make_issue(file, where, instance, _allowed_text(schema), _short_problem(error))
+
+
+def _short_problem(error: jsonschema.ValidationError) -> str:
+    validator = str(error.validator)
+    return {
+        "type": "wrong type",
+        "minimum": "too small",
+        "exclusiveMinimum": "too small",
+        "maximum": "too large",
+        "exclusiveMaximum": "too large",
+        "pattern": "wrong format",
+        "minItems": "too few items",
+        "maxItems": "too many items",
+        "uniqueItems": "duplicate items",
+        "minLength": "too short",
+        "const": "wrong value",
+        "minProperties": "too few entries",
+    }.get(validator, describe_value(error.message))
+
+
+def _reject_nan(document: Any, path: list[Any], file: Path) -> Iterator[Issue]:
+    if isinstance(document, float) and (math.isnan(document) or math.isinf(document)):
+        yield make_issue(
+            file, key_path(path) or "(top level)", document, "a finite number", "not finite"
+        )
+    elif isinstance(document, Mapping):
+        for key, value in document.items():
+            yield from _reject_nan(value, [*path, key], file)
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            yield from _reject_nan(value, [*path, index], file)
+
+
+def schema_issues(document: Any, schema: Mapping[str, Any], file: Path) -> list[Issue]:
+    """Validate ``document`` against ``schema``; return every problem as an issue.
+
+    NaN and infinite numbers are rejected everywhere, whatever the schema says.
+    """
+    issues = list(_reject_nan(document, [], file))
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator = validator_cls(schema)
+    errors = sorted(
+        validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
+    )
+    seen: set[tuple[str, str]] = {(i.key_path, i.problem) for i in issues}
+    for error in errors:
+        for issue in _issues_from_error(file, error):
+            marker = (issue.key_path, issue.problem)
+            if marker not in seen:
+                seen.add(marker)
+                issues.append(issue)
+    return issues
+
+
+def fill_defaults(document: Any, schema: Mapping[str, Any]) -> Any:
+    """Return a copy of a *valid* document with the schema's ``default`` values filled in.
+
+    Defaults are taken from ``properties`` (recursively, including objects
+    inside ``items``); an object-valued default is itself completed.
+    """
+    result = copy.deepcopy(document)
+    _fill(result, schema)
+    return result
+
+
+def _fill(node: Any, schema: Mapping[str, Any]) -> None:
+    if isinstance(node, dict):
+        for name, subschema in schema.get("properties", {}).items():
+            if name not in node and "default" in subschema:
+                node[name] = copy.deepcopy(subschema["default"])
+            if name in node:
+                _fill(node[name], subschema)
+        for branch_key in ("oneOf", "anyOf"):
+            for branch in schema.get(branch_key, []):
+                if _branch_matches(node, branch):
+                    _fill(node, branch)
+                    break
+    elif isinstance(node, list) and isinstance(schema.get("items"), Mapping):
+        for item in node:
+            _fill(item, schema["items"])
+
+
+def _branch_matches(node: Any, branch: Mapping[str, Any]) -> bool:
+    try:
+        jsonschema.validators.validator_for(branch)(branch).validate(node)
+    except jsonschema.ValidationError:
+        return False
+    return True
+
+
+def resolve_path(base_dir: Path, value: str) -> Path:
+    """Resolve a path named in a file against that file's directory."""
+    candidate = Path(value).expanduser()
+    return candidate if candidate.is_absolute() else (base_dir / candidate)
+
+
+def load_validated(path: Path, schema_name: str, what: str) -> Any:
+    """Read ``path``, validate it against a packaged schema and fill defaults.
+
+    Raises:
+        InputError: With every problem found in the file.
+    """
+    document = read_document(path, what)
+    schema = load_packaged_schema(schema_name)
+    issues = schema_issues(document, schema, path)
+    if issues:
+        raise InputError(issues)
+    return fill_defaults(document, schema)

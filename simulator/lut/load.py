@@ -1,0 +1,113 @@
+"""Loading a LUT file into a :class:`~simulator.lut.table.LutTable`.
+
+:func:`load_lut` reads a CSV (or Parquet) file, checks it completely
+(:mod:`simulator.lut.check`) and builds one :class:`KeyGrid` per key. Loaded
+tables are kept in a small content-keyed cache: loading the same file again
+while its bytes are unchanged returns the same table (with its warm lookup
+cache); any change to the file's content makes it load afresh.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import InputError
+from simulator.lut.check import check_lut
+from simulator.lut.interpolate import KeyGrid, Values
+from simulator.lut.read import (
+    RawLut,
+    content_digest,
+    frame_to_raw,
+    parse_lut_bytes,
+    read_lut_bytes,
+)
+from simulator.lut.schema import AXIS_COLUMNS, KEY_COLUMNS, VALUE_COLUMNS
+from simulator.lut.table import LutKey, LutTable
+
+LOAD_CACHE_SIZE = 32
+"""Most loaded tables kept by :func:`load_lut` (least recently used ones are dropped)."""
+
+_loaded: OrderedDict[tuple[str, str], LutTable] = OrderedDict()
+
+
+def _key_of(values: tuple[object, ...]) -> LutKey:
+    phase, model, hardware, tp, pp, dtype = values
+    return LutKey(str(phase), str(model), str(hardware), int(str(tp)), int(str(pp)), str(dtype))
+
+
+def build_grids(parsed: pd.DataFrame, file: str) -> dict[LutKey, KeyGrid]:
+    """Turn checked rows (complete grids, no duplicates) into one grid per key."""
+    grids: dict[LutKey, KeyGrid] = {}
+    for key_values, group in parsed.groupby(list(KEY_COLUMNS), sort=True):
+        key = _key_of(tuple(key_values))
+        ordered = group.sort_values(list(AXIS_COLUMNS))
+        axes = [sorted(int(v) for v in ordered[c].unique()) for c in AXIS_COLUMNS]
+        matrix = ordered[list(VALUE_COLUMNS)].to_numpy(dtype=np.float64)
+        values: list[Values] = [
+            (float(r[0]), float(r[1]), float(r[2]), float(r[3])) for r in matrix.tolist()
+        ]
+        grids[key] = KeyGrid(file, key.describe(), axes[0], axes[1], axes[2], values)
+    return grids
+
+
+def table_from_raw(raw: RawLut, path: Path) -> LutTable:
+    """Check text cells and build a table from them.
+
+    Raises:
+        InputError: With every problem found (up to the listing limit).
+    """
+    issues, parsed = check_lut(raw)
+    if issues:
+        raise InputError(issues)
+    return LutTable(path, build_grids(parsed, raw.file), raw.digest, len(parsed))
+
+
+def table_from_frame(frame: pd.DataFrame, name: str = "<table>") -> LutTable:
+    """Check and load a LUT held in memory (e.g. before writing it to a file).
+
+    Args:
+        frame: One row per grid point, columns as in a LUT file.
+        name: What to call the table in messages; rows are numbered from 2
+            as in the CSV file the frame would be saved as.
+
+    Raises:
+        InputError: With every problem found.
+    """
+    return table_from_raw(frame_to_raw(frame, name), Path(name))
+
+
+def load_lut(path: str | Path, use_cache: bool = True) -> LutTable:
+    """Load and check one LUT file.
+
+    Args:
+        path: A ``.csv`` file, or a ``.parquet`` file when pyarrow is installed.
+        use_cache: Return the already loaded table when the file's content is
+            unchanged since it was last loaded.
+
+    Raises:
+        InputError: The file is missing, empty or unreadable, or has bad
+            columns, cells or grids; every problem found is listed.
+    """
+    file = Path(path)
+    data = read_lut_bytes(file)
+    cache_key = (str(file.resolve()), content_digest(data))
+    if use_cache:
+        cached = _loaded.get(cache_key)
+        if cached is not None:
+            _loaded.move_to_end(cache_key)
+            return cached
+    table = table_from_raw(parse_lut_bytes(file, data), file)
+    if use_cache:
+        _loaded[cache_key] = table
+        while len(_loaded) > LOAD_CACHE_SIZE:
+            _loaded.popitem(last=False)
+    return table
+
+
+def clear_load_cache() -> None:
+    """Forget every table :func:`load_lut` has kept."""
+    _loaded.clear()

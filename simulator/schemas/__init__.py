@@ -1,0 +1,1 @@
+"""JSON Schemas shipped with the package (package data)."""

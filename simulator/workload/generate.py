@@ -1,0 +1,121 @@
+"""Turning a :class:`WorkloadSpec` into the run's :class:`RequestTable`.
+
+Randomness comes only from the named streams ``arrivals`` (synthetic arrival
+times), ``lengths`` (sub-stream 0: prompt lengths, 1: output lengths, 2: SLO
+classes of synthetic requests) and ``origins`` (origin assignment), so the
+same seed always gives the same table and changing, say, the output length
+distribution leaves arrivals, prompt lengths and origins unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from simulator.rng import RandomStreams
+from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
+from simulator.workload.arrivals import sample_arrivals
+from simulator.workload.distributions import sample_length_pairs
+from simulator.workload.origins import assign_origins
+from simulator.workload.requests import RequestTable
+from simulator.workload.slo import DEFAULT_CLASS
+from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
+
+PROMPT_SUBSTREAM = 0
+OUTPUT_SUBSTREAM = 1
+CLASS_SUBSTREAM = 2
+
+
+def _synthetic(
+    source: SyntheticSource, max_requests: int | None, streams: RandomStreams
+) -> tuple[FloatArray, IntArray, IntArray, StrArray]:
+    arrival = sample_arrivals(
+        source.arrival,
+        streams.get("arrivals"),
+        count=source.num_requests,
+        duration_s=source.duration_s,
+    )
+    if max_requests is not None:
+        arrival = arrival[:max_requests]
+    size = len(arrival)
+    prompt, output = sample_length_pairs(
+        source.prompt_tokens,
+        source.output_tokens,
+        size,
+        streams.child("lengths", PROMPT_SUBSTREAM),
+        streams.child("lengths", OUTPUT_SUBSTREAM),
+    )
+    names = [name for name, _ in source.slo_class_mix]
+    weights = np.array([w for _, w in source.slo_class_mix], dtype=float)
+    if len(names) == 1:
+        classes = text_array(names[0], size)
+    else:
+        rng = streams.child("lengths", CLASS_SUBSTREAM)
+        picks = rng.choice(len(names), size=size, p=weights / weights.sum())
+        classes = np.asarray(names, dtype=np.str_)[picks]
+    return arrival, prompt, output, classes
+
+
+def _trace(
+    spec: WorkloadSpec, source: TraceSource, streams: RandomStreams
+) -> tuple[FloatArray, IntArray, IntArray, StrArray, StrArray]:
+    table = source.sliced(spec.max_requests)
+    assert table.arrival_s is not None  # the builder only accepts timed traces
+    size = len(table)
+    prompt = table.prompt_tokens
+    output = table.output_tokens
+    first, second = spec.prompt_length_override, spec.output_length_override
+    if first is not None and second is not None:
+        prompt, output = sample_length_pairs(
+            first,
+            second,
+            size,
+            streams.child("lengths", PROMPT_SUBSTREAM),
+            streams.child("lengths", OUTPUT_SUBSTREAM),
+        )
+    elif first is not None:
+        prompt = first.sample(size, streams.child("lengths", PROMPT_SUBSTREAM))
+    elif second is not None:
+        output = second.sample(size, streams.child("lengths", OUTPUT_SUBSTREAM))
+    classes = text_array(DEFAULT_CLASS, size)
+    if table.slo_class is not None:
+        classes = np.where(table.slo_class == "", DEFAULT_CLASS, table.slo_class)
+    origins = table.origin if table.origin is not None else text_array("", size)
+    return table.arrival_s, prompt, output, text_array(classes), origins
+
+
+def generate_requests(
+    spec: WorkloadSpec,
+    client_classes: Sequence[tuple[str, int]],
+    streams: RandomStreams,
+) -> RequestTable:
+    """Generate the requests of a run.
+
+    Trace sources replay the slice (rebased so the first arrival is at 0);
+    synthetic sources draw arrivals from t = 0. Then ``max_requests`` caps the
+    count, arrival times are divided by ``arrival_scale``, and requests
+    without an origin get one by the origin rule.
+
+    Args:
+        spec: The workload.
+        client_classes: ``(device class id, count)`` of the scenario's client
+            (draft-role) device classes in declaration order; may be empty,
+            and then requests without an origin keep "".
+        streams: The run's random streams (only ``arrivals``, ``lengths`` and
+            ``origins`` are used).
+    """
+    if isinstance(spec.source, SyntheticSource):
+        arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
+        origins = text_array("", len(arrival))
+    else:
+        arrival, prompt, output, classes, origins = _trace(spec, spec.source, streams)
+    origins = assign_origins(origins, spec.origin, client_classes, streams.get("origins"))
+    return RequestTable(
+        arrival_s=arrival / spec.arrival_scale,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        slo_class=classes,
+        origin=origins,
+        slos=spec.slo_classes,
+    )

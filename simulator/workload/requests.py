@@ -1,0 +1,131 @@
+"""The request table: every request of a run, in arrival order, as columns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+
+from simulator.workload.arrays import FloatArray, IntArray, StrArray, frozen, text_array
+from simulator.workload.slo import DEFAULT_CLASS, SloTargets
+
+
+@dataclass(frozen=True, eq=False)
+class RequestTable:
+    """The requests of one run, one array element per request (read-only arrays).
+
+    Attributes:
+        arrival_s: Arrival time (seconds; float64, non-decreasing).
+        prompt_tokens: Prompt length (tokens; int64 >= 1).
+        output_tokens: Tokens to generate (int64 >= 1).
+        slo_class: SLO class name of each request (text array).
+        origin: Client device class id of each request, "" for none (text array).
+        slos: SLO class name -> targets; holds every class in ``slo_class``.
+        request_id: ``0..n-1`` in arrival order (set by the constructor).
+    """
+
+    arrival_s: FloatArray
+    prompt_tokens: IntArray
+    output_tokens: IntArray
+    slo_class: StrArray
+    origin: StrArray
+    slos: Mapping[str, SloTargets]
+    request_id: IntArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        size = len(self.arrival_s)
+        arrays = {
+            "arrival_s": np.asarray(self.arrival_s, dtype=np.float64),
+            "prompt_tokens": np.asarray(self.prompt_tokens, dtype=np.int64),
+            "output_tokens": np.asarray(self.output_tokens, dtype=np.int64),
+            "slo_class": text_array(self.slo_class),
+            "origin": text_array(self.origin),
+        }
+        for name, array in arrays.items():
+            if array.ndim != 1 or len(array) != size:
+                raise ValueError(f"RequestTable.{name} must be 1-D with {size} elements")
+            object.__setattr__(self, name, frozen(array))
+        if size and not np.all(np.isfinite(self.arrival_s)):
+            raise ValueError("RequestTable.arrival_s must be finite")
+        if size and np.any(np.diff(self.arrival_s) < 0):
+            raise ValueError("RequestTable.arrival_s must be non-decreasing")
+        if size and min(int(self.prompt_tokens.min()), int(self.output_tokens.min())) < 1:
+            raise ValueError("RequestTable token counts must be >= 1")
+        unknown = set(np.unique(self.slo_class).tolist()) - set(self.slos)
+        if unknown:
+            raise ValueError(f"RequestTable has SLO classes without targets: {sorted(unknown)}")
+        object.__setattr__(self, "slos", MappingProxyType(dict(self.slos)))
+        object.__setattr__(self, "request_id", frozen(np.arange(size, dtype=np.int64)))
+
+    @classmethod
+    def from_columns(
+        cls,
+        arrival_s: Sequence[float] | FloatArray,
+        prompt_tokens: Sequence[int] | IntArray,
+        output_tokens: Sequence[int] | IntArray,
+        *,
+        slos: Mapping[str, SloTargets],
+        slo_class: Sequence[str] | StrArray | None = None,
+        origin: Sequence[str] | StrArray | None = None,
+    ) -> RequestTable:
+        """Build a table from plain sequences.
+
+        Args:
+            arrival_s: Arrival times (seconds, non-decreasing).
+            prompt_tokens: Prompt lengths.
+            output_tokens: Output lengths.
+            slos: SLO targets by class name.
+            slo_class: Class per request (default: all ``default``).
+            origin: Origin per request (default: all "").
+        """
+        size = len(arrival_s)
+        return cls(
+            arrival_s=np.asarray(arrival_s, dtype=np.float64),
+            prompt_tokens=np.asarray(prompt_tokens, dtype=np.int64),
+            output_tokens=np.asarray(output_tokens, dtype=np.int64),
+            slo_class=text_array(DEFAULT_CLASS, size)
+            if slo_class is None
+            else text_array(slo_class),
+            origin=text_array("", size) if origin is None else text_array(origin),
+            slos=slos,
+        )
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    def slo_of(self, class_name: str) -> SloTargets:
+        """Return the targets of SLO class ``class_name``.
+
+        Raises:
+            KeyError: The class is unknown.
+        """
+        try:
+            return self.slos[class_name]
+        except KeyError:
+            known = ", ".join(sorted(self.slos))
+            raise KeyError(f"unknown SLO class {class_name!r}; known: {known}") from None
+
+    def slo_class_names(self) -> list[str]:
+        """Return the SLO class of every request as a list of ``str`` (row order)."""
+        return [str(name) for name in self.slo_class.tolist()]
+
+    def origin_names(self) -> list[str]:
+        """Return the origin of every request as a list of ``str`` (row order; "" = none)."""
+        return [str(name) for name in self.origin.tolist()]
+
+    def to_frame(self) -> pd.DataFrame:
+        """Return the table as a DataFrame (one row per request)."""
+        frame: pd.DataFrame = pd.DataFrame(
+            {
+                "request_id": self.request_id,
+                "arrival_s": self.arrival_s,
+                "prompt_tokens": self.prompt_tokens,
+                "output_tokens": self.output_tokens,
+                "slo_class": self.slo_class_names(),
+                "origin": self.origin_names(),
+            }
+        )
+        return frame

@@ -1,0 +1,119 @@
+"""The validated workload section as frozen objects.
+
+:class:`WorkloadSpec` is what :func:`~simulator.workload.build.build_workload_spec`
+produces from a scenario's ``workload`` section and what
+:func:`~simulator.workload.generate.generate_requests` turns into a
+:class:`~simulator.workload.requests.RequestTable`. It holds everything a run
+needs (trace files are already read), so generating requests does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from simulator.workload.arrivals import ArrivalProcess
+from simulator.workload.distributions import LengthDistribution
+from simulator.workload.origins import OriginRule
+from simulator.workload.slo import DEFAULT_CLASS, SloTargets
+from simulator.workload.trace_table import TraceTable
+
+
+@dataclass(frozen=True, eq=False)
+class TraceSource:
+    """Replay of a trace slice.
+
+    Attributes:
+        trace: The whole trace as read (arrival times from its first row).
+        start_s: Slice start on the trace's clock (seconds).
+        duration_s: Slice length (seconds of trace time); None = to the end.
+    """
+
+    trace: TraceTable
+    start_s: float = 0.0
+    duration_s: float | None = None
+
+    def sliced(self, max_requests: int | None = None) -> TraceTable:
+        """Return the slice, capped at ``max_requests``, rebased to start at 0."""
+        return self.trace.window(self.start_s, self.duration_s, max_requests).rebased()
+
+
+@dataclass(frozen=True)
+class SyntheticSource:
+    """Synthetic request generation.
+
+    Attributes:
+        arrival: The arrival process.
+        prompt_tokens: Prompt length distribution.
+        output_tokens: Output length distribution.
+        num_requests: Generate this many requests (or None: use ``duration_s``).
+        duration_s: Generate arrivals in ``[0, duration_s)`` (or None).
+        slo_class_mix: ``(class name, weight)`` pairs; classes drawn by weight.
+    """
+
+    arrival: ArrivalProcess
+    prompt_tokens: LengthDistribution
+    output_tokens: LengthDistribution
+    num_requests: int | None = None
+    duration_s: float | None = None
+    slo_class_mix: tuple[tuple[str, float], ...] = ((DEFAULT_CLASS, 1.0),)
+
+    def __post_init__(self) -> None:
+        if (self.num_requests is None) == (self.duration_s is None):
+            raise ValueError("SyntheticSource needs exactly one of num_requests and duration_s")
+        if not self.slo_class_mix or any(not w > 0 for _, w in self.slo_class_mix):
+            raise ValueError("SyntheticSource.slo_class_mix needs weights > 0")
+
+
+@dataclass(frozen=True, eq=False)
+class WorkloadSpec:
+    """Everything needed to generate a run's requests.
+
+    Attributes:
+        source: A trace slice or a synthetic generator.
+        slo_classes: SLO class name -> targets, including ``default``.
+        origin: How requests without an origin get one.
+        max_requests: Keep at most this many requests (the earliest); None = all.
+        arrival_scale: Arrival times are divided by this (> 0; 2.0 doubles the rate).
+        prompt_length_override: Replaces the trace's prompt lengths (trace sources).
+        output_length_override: Replaces the trace's output lengths (trace sources).
+    """
+
+    source: TraceSource | SyntheticSource
+    slo_classes: Mapping[str, SloTargets]
+    origin: OriginRule = field(default_factory=OriginRule)
+    max_requests: int | None = None
+    arrival_scale: float = 1.0
+    prompt_length_override: LengthDistribution | None = None
+    output_length_override: LengthDistribution | None = None
+
+    def __post_init__(self) -> None:
+        if DEFAULT_CLASS not in self.slo_classes:
+            raise ValueError(f"WorkloadSpec.slo_classes must define {DEFAULT_CLASS!r}")
+        if not self.arrival_scale > 0:
+            raise ValueError(f"arrival_scale must be > 0, got {self.arrival_scale}")
+        object.__setattr__(self, "slo_classes", MappingProxyType(dict(self.slo_classes)))
+
+    @property
+    def is_synthetic(self) -> bool:
+        """Whether requests are generated rather than replayed."""
+        return isinstance(self.source, SyntheticSource)
+
+    def slo_of(self, class_name: str) -> SloTargets:
+        """Return the targets of SLO class ``class_name``.
+
+        Raises:
+            KeyError: The class is unknown.
+        """
+        return self.slo_classes[class_name]
+
+    def origin_names(self) -> frozenset[str]:
+        """Return every client device class the workload names (trace column, weights).
+
+        The scenario checks these are declared client (draft) device classes.
+        """
+        names = {name for name, _ in self.origin.weights}
+        if isinstance(self.source, TraceSource) and self.source.trace.origin is not None:
+            names.update(str(n) for n in set(self.source.trace.origin.tolist()) if n)
+        return frozenset(names)
