@@ -1,0 +1,7 @@
+"""Importing this module registers every built-in policy."""
+
+from __future__ import annotations
+
+from policies import admission, batching, hybrid, k_control, routing
+
+__all__ = ["admission", "batching", "hybrid", "k_control", "routing"]

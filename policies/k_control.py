@@ -1,0 +1,37 @@
+"""Draft-length (k) controllers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
+
+from policies.batching import NO_PARAMS_SCHEMA, NoParams
+from policies.families import K_CONTROL
+from policies.views import KSignals
+
+
+class KController(Protocol):
+    """Chooses k for a request's next speculation round."""
+
+    def next_k(self, signals: KSignals) -> int:
+        """Return k for the next round, within ``[signals.k_min, signals.k_max]``."""
+        ...
+
+
+@K_CONTROL.register
+class StaticK:
+    """The same k every round: the scenario's ``speculation.k``."""
+
+    name: ClassVar[str] = "static"
+    Params: ClassVar[type[NoParams]] = NoParams
+    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+
+    def __init__(self, k: int, params: NoParams | None = None) -> None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = k
+        self.params = params if params is not None else NoParams()
+
+    def next_k(self, signals: KSignals) -> int:
+        """Return the fixed k, clipped to the allowed range."""
+        return max(signals.k_min, min(signals.k_max, self.k))

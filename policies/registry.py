@@ -1,0 +1,144 @@
+"""Strict, named registries of policy classes.
+
+Every decision the engine delegates (routing, batching, the draft length k,
+admission, the per-request mode in hybrid serving) is made by a small policy
+class looked up by name in the registry of its *family*. A registry rejects a
+second class under a name already taken and, on lookup, an unknown name with
+the list of valid ones. The scenario schema's ``enum`` for each ``policy`` key
+is generated from these registries, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+
+class PolicyRegistryError(Exception):
+    """A programming error in registering policies (not a user input error)."""
+
+
+class UnknownPolicyError(KeyError):
+    """A policy name that no class was registered under."""
+
+    def __init__(self, family: str, name: str, known: tuple[str, ...]) -> None:
+        self.family = family
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown {family} policy {name!r}; valid: {', '.join(known)}")
+
+
+class PolicyClass(Protocol):
+    """What every registered policy class provides."""
+
+    name: ClassVar[str]
+    """The registered name, as written in scenarios."""
+    Params: ClassVar[type[Any]]
+    """A frozen dataclass of the policy's parameters (may have no fields)."""
+    params_schema: ClassVar[Mapping[str, Any]]
+    """JSON Schema of the ``params`` mapping a scenario may give the policy."""
+
+
+P = TypeVar("P", bound=type[Any])
+
+
+class PolicyRegistry(Generic[P]):
+    """Name → class mapping for one family of policies."""
+
+    def __init__(self, family: str, description: str) -> None:
+        self.family = family
+        self.description = description
+        self._classes: dict[str, P] = {}
+
+    def register(self, cls: P) -> P:
+        """Class decorator: register ``cls`` under ``cls.name``.
+
+        Raises:
+            PolicyRegistryError: The name is empty, already taken, or the
+                class lacks ``Params``/``params_schema``.
+        """
+        name = getattr(cls, "name", "")
+        if not isinstance(name, str) or not name:
+            raise PolicyRegistryError(f"{cls!r} has no policy name")
+        if name in self._classes:
+            raise PolicyRegistryError(
+                f"{self.family} policy {name!r} registered twice: "
+                f"{self._classes[name].__qualname__} and {cls.__qualname__}"
+            )
+        params = getattr(cls, "Params", None)
+        if params is None or not dataclasses.is_dataclass(params):
+            raise PolicyRegistryError(f"{cls.__qualname__}.Params must be a dataclass")
+        if not isinstance(getattr(cls, "params_schema", None), Mapping):
+            raise PolicyRegistryError(f"{cls.__qualname__}.params_schema must be a mapping")
+        self._classes[name] = cls
+        return cls
+
+    def get(self, name: str) -> P:
+        """Return the class registered under ``name``.
+
+        Raises:
+            UnknownPolicyError: No such name; the message lists the valid ones.
+        """
+        try:
+            return self._classes[name]
+        except KeyError:
+            raise UnknownPolicyError(self.family, name, self.names()) from None
+
+    def names(self) -> tuple[str, ...]:
+        """Return the registered names, sorted."""
+        return tuple(sorted(self._classes))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._classes
+
+
+_FAMILIES: dict[str, PolicyRegistry[Any]] = {}
+
+
+def new_family(family: str, description: str) -> PolicyRegistry[Any]:
+    """Create and remember the registry of a policy family.
+
+    Raises:
+        PolicyRegistryError: The family already exists.
+    """
+    if family in _FAMILIES:
+        raise PolicyRegistryError(f"policy family {family!r} defined twice")
+    registry: PolicyRegistry[Any] = PolicyRegistry(family, description)
+    _FAMILIES[family] = registry
+    return registry
+
+
+def families() -> Mapping[str, PolicyRegistry[Any]]:
+    """Return every policy family's registry, by family name."""
+    _load_builtin_policies()
+    return dict(_FAMILIES)
+
+
+def registry(family: str) -> PolicyRegistry[Any]:
+    """Return the registry of ``family``.
+
+    Raises:
+        KeyError: No such family; the message lists the known ones.
+    """
+    _load_builtin_policies()
+    try:
+        return _FAMILIES[family]
+    except KeyError:
+        raise KeyError(f"unknown policy family {family!r}; known: {', '.join(_FAMILIES)}") from None
+
+
+def policy_enums() -> dict[str, list[str]]:
+    """Return, per family, the valid policy names (for the scenario schema)."""
+    return {family: list(reg.names()) for family, reg in families().items()}
+
+
+def build_params(cls: Any, params: Mapping[str, Any]) -> Any:
+    """Instantiate ``cls.Params`` from an already schema-validated mapping."""
+    builder: Callable[..., Any] = cls.Params
+    return builder(**dict(params))
+
+
+def _load_builtin_policies() -> None:
+    """Import the modules that register the built-in policies (idempotent)."""
+    from policies import builtin  # noqa: F401  (import registers the classes)

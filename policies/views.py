@@ -1,0 +1,146 @@
+"""Read-only snapshots the engine hands to policies.
+
+Policies never see the engine's mutable state: they get small frozen records
+describing exactly what a decision needs, and return a decision record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class QueuedItem:
+    """A request waiting in a queue for an iteration.
+
+    Attributes:
+        request_id: The request's id.
+        enqueued_s: Simulated time at which it joined this queue.
+        deadline_s: The time by which its next SLO-relevant event is due
+            (used by deadline-aware policies); ``inf`` when none applies.
+        context_len: Tokens of context the iteration attends over.
+        new_tokens: Tokens the iteration processes for this request.
+    """
+
+    request_id: int
+    enqueued_s: float
+    deadline_s: float
+    context_len: int
+    new_tokens: int
+
+
+@dataclass(frozen=True)
+class BatchChoice:
+    """A batching decision.
+
+    Attributes:
+        take: Indices (into the waiting sequence) of the items to run now, in
+            the order they join the batch; empty to wait.
+        wake_at_s: When ``take`` is empty, the time at which the policy wants
+            to be asked again even if nothing else changes (``None``: only
+            when the queue changes).
+    """
+
+    take: tuple[int, ...]
+    wake_at_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ReplicaLoad:
+    """The load of one target replica, as a router sees it.
+
+    Attributes:
+        index: Replica index within its pool.
+        outstanding_requests: Requests routed to it and not yet finished.
+        kv_free_mb: KV cache memory currently free.
+    """
+
+    index: int
+    outstanding_requests: int
+    kv_free_mb: float
+
+
+@dataclass(frozen=True)
+class RoutingQuery:
+    """One routing decision's input.
+
+    Attributes:
+        request_id: The request to place.
+        origin: The client device class it came from ("" if none).
+        prompt_tokens: Its prompt length.
+    """
+
+    request_id: int
+    origin: str
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class KSignals:
+    """What a draft-length controller may look at.
+
+    Attributes:
+        now_s: Simulated time.
+        k_current: The k of the previous round of this request.
+        k_min: Smallest allowed k.
+        k_max: Largest allowed k.
+        acceptance_rate: Recent accepted / drafted tokens (``nan`` before any round).
+        verify_queue_len: Requests waiting for verification on the request's replica.
+        context_len: The request's current context length.
+    """
+
+    now_s: float
+    k_current: int
+    k_min: int
+    k_max: int
+    acceptance_rate: float
+    verify_queue_len: int
+    context_len: int
+
+
+@dataclass(frozen=True)
+class AdmissionQuery:
+    """One admission decision's input.
+
+    Attributes:
+        now_s: Simulated time.
+        request_id: The arriving request.
+        prompt_tokens: Its prompt length.
+        output_tokens: Its requested output length.
+        ttft_slo_ms: Its TTFT target.
+        queued_requests: Requests admitted and not yet finished, system-wide.
+        kv_free_mb: Free KV memory summed over replicas.
+    """
+
+    now_s: float
+    request_id: int
+    prompt_tokens: int
+    output_tokens: int
+    ttft_slo_ms: float
+    queued_requests: int
+    kv_free_mb: float
+
+
+@dataclass(frozen=True)
+class AdmissionDecision:
+    """Admit, or reject with a reason recorded in the request's outcome."""
+
+    admit: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ModeQuery:
+    """Input of the per-request mode choice in hybrid serving.
+
+    Attributes:
+        origin: The client device class.
+        link_rtt_ms: Round-trip time of the origin's link to the targets.
+        link_bw_mbps: Bandwidth of that link.
+        target_outstanding_requests: Requests outstanding on the target pool.
+    """
+
+    origin: str
+    link_rtt_ms: float
+    link_bw_mbps: float
+    target_outstanding_requests: int

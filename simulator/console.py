@@ -1,0 +1,49 @@
+"""The console table of a run's headline numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(value: Any, spec: str = ".1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def headline_table(summary: dict[str, Any]) -> str:
+    """Return a small fixed-width table of the headline metrics of a summary."""
+    req = summary["requests"]
+    lat = summary["latency_ms"]
+    spec = summary["speculation"]
+    lines = [
+        f"scenario {summary['scenario_id']} (mode {summary['mode']}, seed {summary['seed']}, "
+        f"{summary['simulated_s']:.1f} s simulated)",
+        f"requests   arrived {req['arrived']}  completed {req['completed']}  "
+        f"rejected {req['rejected']}  unfinished {req['unfinished']}",
+        f"{'latency (ms)':<12} {'mean':>9} {'p50':>9} {'p90':>9} {'p99':>9}",
+    ]
+    for name in ("ttft", "tpot", "tvt", "e2e"):
+        row = lat[name]
+        lines.append(
+            f"{name.upper():<12} {_fmt(row['mean']):>9} {_fmt(row['p50']):>9} "
+            f"{_fmt(row['p90']):>9} {_fmt(row['p99']):>9}"
+        )
+    good = summary["goodput"]
+    lines.append(
+        f"throughput {summary['throughput']['output_tokens_per_s']:.1f} tok/s  "
+        f"{summary['throughput']['requests_per_s']:.3f} req/s   "
+        f"goodput {_fmt(good['requests_per_s'], '.3f')} req/s "
+        f"(SLO attainment {_fmt(good['slo_attainment'], '.1%')})"
+    )
+    if spec["verify_steps"]:
+        lines.append(
+            f"speculation  acceptance {_fmt(spec['acceptance_rate'], '.3f')}  "
+            f"tokens/verify {_fmt(spec['mean_tokens_per_verify'], '.2f')}  rounds {spec['verify_steps']}"
+        )
+    energy = summary["energy"]
+    cost = summary["cost"]
+    lines.append(
+        f"energy {_fmt(energy['j_per_output_token'], '.3f')} J/token   "
+        f"cost {_fmt(cost['usd_per_1k_tokens'], '.4f')} $/1k tokens   "
+        f"GPU utilisation {_fmt(summary['resources']['gpu_utilization'], '.1%')}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The event engine: SimPy processes for replicas, devices, network and requests."""

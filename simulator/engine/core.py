@@ -1,0 +1,607 @@
+"""The event engine: replays a workload through clients, network and target replicas.
+
+SimPy owns the clock. Events at the same instant run in SimPy's order (time,
+then priority, then the order they were scheduled), which is deterministic
+for a given scenario and seed. One event stands for one batch iteration on a
+replica or device, one network transfer, or one arrival — never one token.
+
+Request life by mode:
+
+- ``none``: prompt upload → prefill (first token) → plain decode iterations
+  (continuous batching) → last token streamed to the client.
+- ``fused``: as ``none`` but each decode-lane iteration is a fused draft +
+  verify round of the target, producing accepted + 1 tokens per request.
+- ``distributed``: prompt upload → target prefill (first token, sent back)
+  and, in parallel, prefill of the draft model on the client device → rounds
+  of: draft k tokens on the device → bundle upload → batched verify on the
+  target → accepted + 1 tokens sent back (TVT = bundle sent → result back).
+- ``hybrid``: a policy picks ``distributed`` or ``fused`` per request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from policies import registry
+from policies.views import AdmissionQuery, KSignals, ModeQuery, ReplicaLoad, RoutingQuery
+from simulator.acceptance import AcceptanceModel
+from simulator.engine.costs import PhaseCost
+from simulator.engine.draft_device import DraftDevice
+from simulator.engine.kv import KvPool
+from simulator.engine.network import DOWNLINK, UPLINK, Network
+from simulator.engine.request_state import RequestRecord, RequestState, to_record
+from simulator.engine.target import DECODE, FUSED, VERIFY, ReplicaCosts, TargetReplica
+from simulator.engine.timeseries import TimeseriesSampler
+from simulator.engine.tracing import NullTracer, Tracer
+from simulator.errors import InputError, make_issue
+from simulator.rng import RandomStreams
+from simulator.scenario.model import DeviceClass, Link, ModelSpec, PolicyChoice, Scenario
+from simulator.workload import RequestTable
+
+MB_PER_GB = 1024.0
+PROGRESS_EVERY = 500
+
+ProgressHook = Callable[[int, int, float], None]
+"""``progress(arrived, total, simulated_s)``."""
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A request already past prefill when a what-if window starts.
+
+    Attributes:
+        request_id: Its id.
+        prompt_tokens: Prompt length.
+        output_tokens: Requested output length.
+        generated: Output tokens already produced (>= 1).
+        slo_class: Its SLO class.
+        origin: Its client device class ("" if none).
+        replica: Global index of the replica holding its KV.
+        mode: ``none``, ``fused`` or ``distributed``.
+    """
+
+    request_id: int
+    prompt_tokens: int
+    output_tokens: int
+    generated: int
+    slo_class: str
+    origin: str
+    replica: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class EngineOutput:
+    """Flat results of a run, for the metrics layer."""
+
+    records: tuple[RequestRecord, ...]
+    timeseries: tuple[dict[str, float | int | str], ...]
+    simulated_s: float
+    replica_busy_s: tuple[float, ...]
+    replica_pools: tuple[str, ...]
+    replica_gpus: tuple[int, ...]
+    replica_energy_j: tuple[float, ...]
+    replica_idle_power_w: tuple[float | None, ...]
+    replica_usd_per_hour: tuple[float | None, ...]
+    kv_occupancy_mean: tuple[float, ...]
+    device_energy_j: float
+    device_busy_s: float
+    network_bytes: dict[str, float]
+
+
+def _instantiate(choice: PolicyChoice, *args: Any) -> Any:
+    cls = registry(choice.family).get(choice.name)
+    return cls(*args, choice.params)
+
+
+class Engine:
+    """One simulation run (or what-if window) of a scenario over a request table.
+
+    Construct, then call :meth:`run`. The constructor does no I/O: everything
+    comes from the loaded :class:`~simulator.scenario.Scenario`.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        requests: RequestTable,
+        streams: RandomStreams,
+        tracer: Tracer | None = None,
+        in_flight: Sequence[InFlight] = (),
+        progress: ProgressHook | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.progress = progress
+        self.requests = requests
+        self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        self.env = simpy.Environment()
+        spec = scenario.speculation
+        self.mode = spec.mode
+        self.fuse_iterations = scenario.simulation.fuse_iterations
+        self.kv_policy = scenario.scheduler.kv_on_full
+        self.k_reserve = (spec.k_max + 1) if spec.mode != "none" else 0
+        self.acceptance_rng = streams.get("acceptance")
+        self.device_rng = streams.get("devices")
+        self.network = Network(scenario.network.jitter, streams.get("jitter"))
+        sched = scenario.scheduler
+        self.lanes = {
+            "prefill": _instantiate(sched.prefill.policy, sched.prefill.limits),
+            "draft": _instantiate(sched.draft.policy, sched.draft.limits),
+            "verify": _instantiate(sched.verify.policy, sched.verify.limits),
+        }
+        self.router = _instantiate(sched.routing)
+        self.admission = _instantiate(sched.admission)
+        self.k_controller = _instantiate(spec.k_control, spec.k)
+        self.hybrid = _instantiate(spec.hybrid) if spec.mode == "hybrid" else None
+        self._costs: dict[tuple[str, str, str], PhaseCost] = {}
+        self.replicas: list[TargetReplica] = []
+        self._build_replicas()
+        self._devices: dict[tuple[str, int], DraftDevice] = {}
+        self._states: list[RequestState] = []
+        self._outstanding = 0
+        self._active_total = 0
+        self._tokens_out = 0
+        self._k_sum = 0
+        self._k_rounds = 0
+        self.sampler = TimeseriesSampler(self, scenario.metrics.timeseries_interval_s)
+        self._in_flight = tuple(in_flight)
+
+    # -- construction --------------------------------------------------------
+    def _cost(self, model: ModelSpec, device: DeviceClass, phase: str) -> PhaseCost:
+        key = (model.name, device.id, phase)
+        cost = self._costs.get(key)
+        if cost is None:
+            lut_key = self.scenario.lut_key(model, device, phase)
+            cost = PhaseCost(self.scenario.luts, lut_key, self.scenario.simulation.lut_out_of_range)
+            self._costs[key] = cost
+        return cost
+
+    def _build_replicas(self) -> None:
+        spec = self.scenario.speculation
+        for device in self.scenario.targets():
+            verifier = spec.models[device.model] if device.model else None
+            fused = spec.models[device.fused_model] if device.fused_model else None
+            costs = ReplicaCosts(
+                prefill_verifier=self._cost(verifier, device, "prefill") if verifier else None,
+                prefill_fused=self._cost(fused, device, "prefill") if fused else None,
+                decode=self._cost(verifier, device, "draft_decode")
+                if verifier and self.mode == "none"
+                else None,
+                verify=self._cost(verifier, device, "verify")
+                if verifier and self.mode in ("distributed", "hybrid")
+                else None,
+                fused=self._cost(fused, device, "fused_decode") if fused else None,
+            )
+            per_token: dict[str, float] = {}
+            static_mb = 0.0
+            for kind, prefill in ((VERIFY, costs.prefill[VERIFY]), (FUSED, costs.prefill[FUSED])):
+                if prefill is not None:
+                    per_token[kind] = prefill.kv_mb_per_token()
+                    static_mb = max(static_mb, prefill.static_mem_mb())
+            if VERIFY in per_token:
+                per_token[DECODE] = per_token[VERIFY]
+            capacity = self._kv_capacity_mb(device, static_mb)
+            for _ in range(device.count):
+                index = len(self.replicas)
+                replica = TargetReplica(self, index, device.id, costs, KvPool(capacity), per_token)
+                self.replicas.append(replica)
+
+    def _kv_capacity_mb(self, device: DeviceClass, static_mb: float) -> float:
+        memory = device.profile.memory
+        limit = memory.kv_cache_limit_mb
+        if limit is not None:
+            return float(limit)
+        total_mb = (memory.device_memory_gb or 0.0) * MB_PER_GB
+        capacity = total_mb - static_mb
+        if capacity <= 0:
+            raise InputError(
+                [
+                    make_issue(
+                        device.profile_path,
+                        "memory.device_memory_gb",
+                        memory.device_memory_gb,
+                        f"enough memory for the model ({static_mb:.0f} MB of weights and activations per replica)",
+                        f"no room for a KV cache on {device.id}",
+                    )
+                ]
+            )
+        return capacity
+
+    def _device(self, pool: str, index: int) -> DraftDevice:
+        key = (pool, index)
+        device = self._devices.get(key)
+        if device is None:
+            cls = self.scenario.device(pool)
+            model = self.scenario.speculation.models[cls.model or ""]
+            compute = cls.profile.compute
+            device = DraftDevice(
+                self,
+                pool,
+                index,
+                self._cost(model, cls, "prefill"),
+                self._cost(model, cls, "draft_decode"),
+                max_concurrent=compute.max_concurrent_requests or 1,
+                thermal=compute.thermal,
+                availability=cls.profile.availability,
+            )
+            self._devices[key] = device
+        return device
+
+    # -- helpers -------------------------------------------------------------
+    def _at(self, time_s: float, action: Callable[[], None]) -> None:
+        delay = time_s - self.env.now
+        if delay <= 0:
+            action()
+            return
+        timer = self.env.timeout(delay)
+        timer.callbacks.append(lambda _event: action())
+
+    def _link(self, req: RequestState, replica: TargetReplica) -> Link | None:
+        if not req.origin:
+            return None
+        return self.scenario.network.link_between(req.origin, replica.pool)
+
+    def _send(
+        self, req: RequestState, replica: TargetReplica, direction: int, nbytes: float
+    ) -> float:
+        link = self._link(req, replica)
+        if link is None:
+            return self.env.now
+        return self.network.transfer(link, req.device, direction, nbytes, self.env.now)
+
+    def choose_k(self, req: RequestState, replica: TargetReplica | None) -> None:
+        """Ask the k controller for the request's next draft length."""
+        spec = self.scenario.speculation
+        target = replica if replica is not None else self.replicas[req.replica]
+        rate = req.accepted / req.drafted if req.drafted else math.nan
+        signals = KSignals(
+            self.env.now,
+            req.k or spec.k,
+            spec.k_min,
+            spec.k_max,
+            rate,
+            len(target.decode_q[VERIFY]),
+            req.context,
+        )
+        k = int(self.k_controller.next_k(signals))
+        req.k = max(1, min(k, max(1, req.remaining - 1)))
+        self._k_sum += req.k
+        self._k_rounds += 1
+
+    def _acceptance(self, req: RequestState, kind: str) -> AcceptanceModel:
+        spec = self.scenario.speculation
+        replica = self.replicas[req.replica]
+        cls = (
+            self.scenario.device(req.origin)
+            if kind == VERIFY
+            else self.scenario.device(replica.pool)
+        )
+        name = cls.model if kind == VERIFY else cls.fused_model
+        model = spec.models[name or ""]
+        return spec.acceptance[model.acceptance or ""].model
+
+    def verify_round(self, req: RequestState, kind: str) -> int:
+        """Sample the accepted prefix of a round; commit the tokens; return how many."""
+        model = self._acceptance(req, kind)
+        accepted = int(
+            model.sample_accepted(
+                req.k, req.context, self.acceptance_rng, self.scenario.speculation.temperature
+            )
+        )
+        gained = min(accepted + 1, req.remaining)
+        req.generated += gained
+        req.drafted += req.k
+        req.accepted += accepted
+        req.rounds += 1
+        self._tokens_out += gained
+        return gained
+
+    # -- request flow ----------------------------------------------------------
+    def _arrivals(self) -> Generator[simpy.Event, Any, None]:
+        table = self.requests
+        arrival = table.arrival_s
+        for i in range(len(table)):
+            delay = float(arrival[i]) - self.env.now
+            if delay > 0:
+                yield self.env.timeout(delay)
+            self._arrive(self._states[i])
+            if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
+                self.progress(i + 1, len(table), self.env.now)
+
+    def _arrive(self, req: RequestState) -> None:
+        now = self.env.now
+        self.tracer.event(
+            now,
+            "arrival",
+            f"request {req.request_id}",
+            f"prompt={req.prompt_tokens} output={req.output_tokens}",
+        )
+        slo = self.requests.slo_of(req.slo_class)
+        query = AdmissionQuery(
+            now,
+            req.request_id,
+            req.prompt_tokens,
+            req.output_tokens,
+            slo.ttft_ms,
+            self._outstanding,
+            sum(r.kv.free_mb for r in self.replicas),
+        )
+        decision = self.admission.decide(query)
+        if not decision.admit:
+            req.outcome = "rejected"
+            req.reason = decision.reason or "admission"
+            self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
+            return
+        self._outstanding += 1
+        if req.origin:
+            cls = self.scenario.device(req.origin)
+            req.device = int(self.device_rng.integers(cls.count))
+        candidates = self._candidate_replicas(req)
+        loads = [ReplicaLoad(r.index, r.outstanding, r.kv.free_mb) for r in candidates]
+        replica = self.replicas[
+            self.router.route(RoutingQuery(req.request_id, req.origin, req.prompt_tokens), loads)
+        ]
+        req.replica = replica.index
+        replica.outstanding += 1
+        req.mode = self._mode_for(req, replica)
+        self.tracer.event(
+            now, "admit", f"request {req.request_id}", f"replica {replica.index} mode {req.mode}"
+        )
+        kind = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}[req.mode]
+        arrive_s = self._send(
+            req,
+            replica,
+            UPLINK,
+            req.prompt_tokens * self.scenario.network.payload.bytes_per_prompt_token,
+        )
+        self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
+        if req.mode == "distributed":
+            self._device(req.origin, req.device).admit(req)
+
+    def _candidate_replicas(self, req: RequestState) -> list[TargetReplica]:
+        if not req.origin:
+            return self.replicas
+        linked = [
+            r for r in self.replicas if self.scenario.network.link_between(req.origin, r.pool)
+        ]
+        return linked or self.replicas
+
+    def _mode_for(self, req: RequestState, replica: TargetReplica) -> str:
+        if self.mode != "hybrid":
+            return self.mode
+        assert self.hybrid is not None
+        link = self._link(req, replica)
+        query = ModeQuery(
+            req.origin,
+            link.rtt_ms if link else 0.0,
+            link.bw_mbps if link else math.inf,
+            replica.outstanding,
+        )
+        return str(self.hybrid.choose(query))
+
+    def on_prefilled(self, replica: TargetReplica, req: RequestState, kind: str) -> None:
+        """Prefill done (first token committed, or a preempted context recomputed)."""
+        now = self.env.now
+        if req.generated > 0:
+            replica.enqueue_step(req, kind)
+            return
+        req.generated = 1
+        self._tokens_out += 1
+        req.first_token_server_s = now
+        arrive_s = self._send(
+            req, replica, DOWNLINK, self.scenario.network.payload.bytes_per_result_token
+        )
+
+        if req.mode == "distributed":
+
+            def first_token_reaches_device() -> None:
+                req.first_token_s = self.env.now
+                self._device(req.origin, req.device).on_first_token(req)
+
+            self._at(arrive_s, first_token_reaches_device)
+            return
+        if req.remaining > 0:
+
+            def first_token_arrives() -> None:
+                req.first_token_s = self.env.now
+
+            self._at(arrive_s, first_token_arrives)
+            replica.enqueue_step(req, kind)
+            return
+        # A one-token request is finished by its first token.
+        replica.release(req)
+        req.finish_server_s = now
+
+        def only_token_arrives() -> None:
+            req.first_token_s = self.env.now
+            self._complete(req, replica)
+
+        self._at(arrive_s, only_token_arrives)
+
+    def on_finished_server(self, replica: TargetReplica, req: RequestState, now_s: float) -> None:
+        """The target committed the last token of a none/fused request."""
+        req.finish_server_s = now_s
+        payload = self.scenario.network.payload.bytes_per_result_token
+        link = self._link(req, replica)
+        if link is not None and req.output_tokens > 2:
+            # Tokens between the first and the last stream as they are made;
+            # their bytes count, their delay is the last token's.
+            self.network.count(link, DOWNLINK, (req.output_tokens - 2) * payload)
+        arrive_s = self._send(req, replica, DOWNLINK, payload)
+        self._at(arrive_s, lambda: self._complete(req, replica))
+
+    def _complete(self, req: RequestState, replica: TargetReplica) -> None:
+        now = self.env.now
+        if math.isnan(req.first_token_s):
+            req.first_token_s = now
+        req.finish_s = max(now, req.first_token_s)
+        req.outcome = "completed"
+        replica.outstanding -= 1
+        self._outstanding -= 1
+        self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
+
+    def send_bundle(self, req: RequestState, device: DraftDevice) -> None:
+        """The device finished drafting: upload the speculative bundle."""
+        replica = self.replicas[req.replica]
+        req.round_sent_s = self.env.now
+        nbytes = req.k * self.scenario.network.payload.bytes_per_draft_token
+        arrive_s = self._send(req, replica, UPLINK, nbytes)
+        self._at(arrive_s, lambda: replica.enqueue_step(req, VERIFY))
+
+    def on_verified(
+        self, replica: TargetReplica, req: RequestState, gained: int, now_s: float
+    ) -> None:
+        """A verify iteration committed ``gained`` tokens: send them back."""
+        arrive_s = self._send(
+            req, replica, DOWNLINK, gained * self.scenario.network.payload.bytes_per_result_token
+        )
+        if req.remaining <= 0:
+            req.finish_server_s = now_s
+
+        def result_arrives() -> None:
+            tvt = self.env.now - req.round_sent_s
+            if math.isnan(req.tvt_max_s) or tvt > req.tvt_max_s:
+                req.tvt_max_s = tvt
+            device = self._device(req.origin, req.device)
+            if req.remaining <= 0:
+                self.finish_distributed(req, device)
+            else:
+                device.next_round(req)
+
+        self._at(arrive_s, result_arrives)
+
+    def finish_distributed(self, req: RequestState, device: DraftDevice) -> None:
+        """The last verified tokens reached the client."""
+        replica = self.replicas[req.replica]
+        if req.kv_mb > 0:
+            replica.release(req)
+        self._complete(req, replica)
+        device.finish(req)
+
+    def reject_on_replica(self, req: RequestState, reason: str) -> None:
+        """A replica cannot ever serve the request (e.g. its KV exceeds the capacity)."""
+        req.outcome = "rejected"
+        req.reason = reason
+        replica = self.replicas[req.replica]
+        replica.outstanding -= 1
+        self._outstanding -= 1
+        self.tracer.event(self.env.now, "reject", f"request {req.request_id}", reason)
+        if req.mode == "distributed":
+            self._device(req.origin, req.device).finish(req)
+
+    # -- what-if windows -----------------------------------------------------
+    def _place_in_flight(self) -> None:
+        for item in self._in_flight:
+            replica = self.replicas[item.replica]
+            req = RequestState(
+                item.request_id,
+                0.0,
+                item.prompt_tokens,
+                item.output_tokens,
+                item.slo_class,
+                item.origin,
+            )
+            req.generated = item.generated
+            req.mode = item.mode
+            req.replica = replica.index
+            replica.outstanding += 1
+            self._outstanding += 1
+            kind = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}[item.mode]
+            need = replica._kv_need_mb(req, kind)
+            replica.kv.allocate(min(need, replica.kv.free_mb), 0.0)
+            req.kv_mb = min(need, replica.kv.capacity_mb)
+            replica.holders.append(req)
+            self._in_flight_states.append(req)
+            if item.mode == "distributed":
+                req.device = 0
+                device = self._device(item.origin, 0)
+                device.active.append(req)
+                device.ready_prefilled.add(req.request_id)
+                device.ready_first_token.add(req.request_id)
+                device.next_round(req)
+            else:
+                replica.enqueue_step(req, kind)
+
+    def snapshot(self) -> tuple[InFlight, ...]:
+        """Return the requests past prefill and not finished, to start a what-if window from."""
+        out: list[InFlight] = []
+        for req in self._states + self._in_flight_states:
+            if (
+                req.outcome == "unfinished"
+                and req.generated >= 1
+                and req.remaining > 0
+                and req.replica >= 0
+            ):
+                out.append(
+                    InFlight(
+                        req.request_id,
+                        req.prompt_tokens,
+                        req.output_tokens,
+                        req.generated,
+                        req.slo_class,
+                        req.origin,
+                        req.replica,
+                        req.mode,
+                    )
+                )
+        return tuple(out)
+
+    # -- run -----------------------------------------------------------------
+    def run(self, until_s: float | None = None) -> EngineOutput:
+        """Run to completion (or ``until_s``) and return the flat results."""
+        table = self.requests
+        arrival = table.arrival_s
+        prompt = table.prompt_tokens
+        output = table.output_tokens
+        classes = table.slo_class_names()
+        origins = table.origin_names()
+        self._states = [
+            RequestState(
+                int(table.request_id[i]),
+                float(arrival[i]),
+                int(prompt[i]),
+                int(output[i]),
+                classes[i],
+                origins[i],
+            )
+            for i in range(len(table))
+        ]
+        self._in_flight_states: list[RequestState] = []
+        self._place_in_flight()
+        self.env.process(self._arrivals())
+        self.sampler.start()
+        stop = until_s if until_s is not None else self.scenario.simulation.until_s
+        if stop is not None:
+            self.env.run(until=stop)
+        else:
+            self.env.run()
+        return self._output()
+
+    def _output(self) -> EngineOutput:
+        now = self.env.now
+        records = tuple(to_record(s) for s in self._states + self._in_flight_states)
+        pools = tuple(r.pool for r in self.replicas)
+        classes = {d.id: d for d in self.scenario.targets()}
+        return EngineOutput(
+            records=records,
+            timeseries=tuple(self.sampler.rows),
+            simulated_s=now,
+            replica_busy_s=tuple(r.busy_s for r in self.replicas),
+            replica_pools=pools,
+            replica_gpus=tuple(classes[p].profile.compute.gpus_per_replica for p in pools),
+            replica_energy_j=tuple(r.energy_j for r in self.replicas),
+            replica_idle_power_w=tuple(classes[p].profile.energy.idle_power_w for p in pools),
+            replica_usd_per_hour=tuple(classes[p].usd_per_hour for p in pools),
+            kv_occupancy_mean=tuple(r.kv.mean_occupancy(now) for r in self.replicas),
+            device_energy_j=sum(d.energy_j for d in self._devices.values()),
+            device_busy_s=sum(d.busy_s for d in self._devices.values()),
+            network_bytes={
+                f"{src}<->{dst}": c.bytes_up + c.bytes_down
+                for (src, dst), c in sorted(self.network.counters.items())
+            },
+        )

@@ -1,0 +1,108 @@
+"""Per-iteration cost of a phase on a device, from the LUT manager.
+
+:class:`PhaseCost` answers "how long and how much energy does one iteration
+of this phase take for ``n`` sequences of mean context ``c`` with draft
+length ``k``". Along the context axis a LUT is piecewise linear between its
+grid points, so for a fixed ``(n, k)`` the cost is a piecewise-linear curve
+of ``c``; :class:`ContextCurve` caches that curve, which makes the many
+lookups of a long decode run cheap and lets the engine advance a run of
+iterations with an unchanged batch in one event with exactly the same result
+as stepping each one.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from simulator.lut import LutKey, LutManager, OutOfRange
+
+
+@dataclass(frozen=True)
+class IterationCost:
+    """Latency and energy of one iteration."""
+
+    latency_s: float
+    energy_j: float
+
+
+class ContextCurve:
+    """Latency and energy of one iteration as a piecewise-linear function of context.
+
+    Built from LUT lookups at the context grid points for a fixed
+    ``(microbatch, fanout_k)``; between grid points it is exactly the LUT
+    manager's linear interpolation, outside them it follows the out-of-range
+    rule (a lookup there goes to the manager, which raises, clamps or
+    extrapolates).
+    """
+
+    __slots__ = ("_cost", "_energy", "_k", "_latency", "_n", "_xs")
+
+    def __init__(self, cost: PhaseCost, microbatch: float, fanout_k: int) -> None:
+        self._cost = cost
+        self._n = microbatch
+        self._k = fanout_k
+        xs = list(cost.context_axis)
+        self._xs = xs
+        points = [cost.lookup(x, microbatch, fanout_k) for x in xs]
+        self._latency = [p.latency_s for p in points]
+        self._energy = [p.energy_j for p in points]
+
+    def at(self, context: float) -> tuple[float, float]:
+        """Return ``(latency_s, energy_j)`` of one iteration at mean context ``context``."""
+        xs = self._xs
+        if context < xs[0] or context > xs[-1] or len(xs) == 1:
+            point = self._cost.lookup(context, self._n, self._k)
+            return point.latency_s, point.energy_j
+        i = bisect_right(xs, context) - 1
+        if i >= len(xs) - 1:
+            return self._latency[-1], self._energy[-1]
+        x0 = xs[i]
+        w = (context - x0) / (xs[i + 1] - x0)
+        lat = self._latency[i] + w * (self._latency[i + 1] - self._latency[i])
+        energy = self._energy[i] + w * (self._energy[i + 1] - self._energy[i])
+        return lat, energy
+
+
+class PhaseCost:
+    """Iteration costs of one LUT key (phase, model, hardware, parallelism, dtype)."""
+
+    def __init__(self, manager: LutManager, key: LutKey, out_of_range: OutOfRange) -> None:
+        self.manager = manager
+        self.key = key
+        self.out_of_range = out_of_range
+        self.context_axis: tuple[float, ...] = tuple(float(x) for x in manager.grid(key)[0])
+        self._curves: dict[tuple[float, int], ContextCurve] = {}
+
+    def lookup(self, context: float, microbatch: float, fanout_k: int) -> IterationCost:
+        """Return the cost of one iteration straight from the LUT manager."""
+        result = self.manager.lookup(
+            self.key, context, microbatch, fanout_k, out_of_range=self.out_of_range
+        )
+        return IterationCost(result.latency_ms / 1000.0, result.energy_mj / 1000.0)
+
+    def curve(self, microbatch: float, fanout_k: int = 1) -> ContextCurve:
+        """Return the (cached) context curve for ``(microbatch, fanout_k)``."""
+        key = (microbatch, fanout_k)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = ContextCurve(self, microbatch, fanout_k)
+            self._curves[key] = curve
+        return curve
+
+    def at(self, context: float, microbatch: float, fanout_k: int = 1) -> tuple[float, float]:
+        """Return ``(latency_s, energy_j)`` of one iteration."""
+        return self.curve(microbatch, fanout_k).at(context)
+
+    def kv_mb_per_token(self) -> float:
+        """KV cache one token of context occupies, from the LUT's ``kv_delta_mb``."""
+        context = self.context_axis[0]
+        result = self.manager.lookup(self.key, context, 1, 1, out_of_range="clamp")
+        tokens = context if self.key.phase == "prefill" else 1.0
+        return result.kv_delta_mb / tokens
+
+    def static_mem_mb(self) -> float:
+        """Memory the phase needs besides KV at the smallest grid point (weights + activations)."""
+        context = self.context_axis[0]
+        result = self.manager.lookup(self.key, context, 1, 1, out_of_range="clamp")
+        return max(0.0, result.peak_mem_mb - result.kv_delta_mb)

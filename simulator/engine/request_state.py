@@ -1,0 +1,169 @@
+"""The mutable state of one request while the engine runs it, and its final record."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NAN = math.nan
+
+OUTCOMES = ("completed", "rejected", "unfinished")
+
+
+class RequestState:
+    """Progress of one request; owned and mutated by the engine only.
+
+    Times are simulated seconds. ``generated`` counts output tokens the
+    target has committed (the first comes from prefill; each speculation
+    round adds the accepted draft tokens plus one).
+    """
+
+    __slots__ = (
+        "accepted",
+        "arrival_s",
+        "device",
+        "draft_energy_j",
+        "drafted",
+        "finish_s",
+        "finish_server_s",
+        "first_token_s",
+        "first_token_server_s",
+        "generated",
+        "k",
+        "kv_mb",
+        "kv_peak_mb",
+        "mode",
+        "origin",
+        "outcome",
+        "output_tokens",
+        "preemptions",
+        "prompt_tokens",
+        "ready_s",
+        "reason",
+        "replica",
+        "request_id",
+        "round_sent_s",
+        "rounds",
+        "slo_class",
+        "target_energy_j",
+        "tvt_max_s",
+    )
+
+    def __init__(
+        self,
+        request_id: int,
+        arrival_s: float,
+        prompt_tokens: int,
+        output_tokens: int,
+        slo_class: str,
+        origin: str,
+    ) -> None:
+        self.request_id = request_id
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.slo_class = slo_class
+        self.origin = origin
+        self.device = -1
+        self.mode = ""
+        self.replica = -1
+        self.generated = 0
+        self.k = 0
+        self.drafted = 0
+        self.accepted = 0
+        self.rounds = 0
+        self.round_sent_s = NAN
+        self.tvt_max_s = NAN
+        self.first_token_server_s = NAN
+        self.first_token_s = NAN
+        self.finish_server_s = NAN
+        self.finish_s = NAN
+        self.ready_s = NAN
+        self.kv_mb = 0.0
+        self.kv_peak_mb = 0.0
+        self.draft_energy_j = 0.0
+        self.target_energy_j = 0.0
+        self.preemptions = 0
+        self.outcome = "unfinished"
+        self.reason = ""
+
+    @property
+    def context(self) -> int:
+        """Tokens of context: prompt plus committed output."""
+        return self.prompt_tokens + self.generated
+
+    @property
+    def remaining(self) -> int:
+        """Output tokens still to produce."""
+        return self.output_tokens - self.generated
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What one request experienced: one row of ``requests.csv``.
+
+    Latencies are milliseconds; ``nan`` where a quantity does not apply
+    (e.g. TVT without speculation rounds, anything of a rejected request).
+    """
+
+    request_id: int
+    arrival_s: float
+    slo_class: str
+    origin: str
+    device: int
+    mode: str
+    replica: int
+    prompt_tokens: int
+    output_tokens: int
+    generated_tokens: int
+    outcome: str
+    reason: str
+    ttft_ms: float
+    ttft_server_ms: float
+    tpot_ms: float
+    tvt_ms: float
+    e2e_ms: float
+    drafted_tokens: int
+    accepted_tokens: int
+    verify_rounds: int
+    draft_energy_j: float
+    target_energy_j: float
+    kv_peak_mb: float
+    preemptions: int
+
+
+def to_record(state: RequestState) -> RequestRecord:
+    """Freeze a request's final state into its record."""
+    done = state.outcome == "completed"
+    ttft = (state.first_token_s - state.arrival_s) * 1000.0
+    ttft_server = (state.first_token_server_s - state.arrival_s) * 1000.0
+    if done and state.output_tokens > 1:
+        tpot = (state.finish_s - state.first_token_s) * 1000.0 / (state.output_tokens - 1)
+    else:
+        tpot = NAN
+    return RequestRecord(
+        request_id=state.request_id,
+        arrival_s=state.arrival_s,
+        slo_class=state.slo_class,
+        origin=state.origin,
+        device=state.device,
+        mode=state.mode,
+        replica=state.replica,
+        prompt_tokens=state.prompt_tokens,
+        output_tokens=state.output_tokens,
+        generated_tokens=state.generated,
+        outcome=state.outcome,
+        reason=state.reason,
+        ttft_ms=ttft,
+        ttft_server_ms=ttft_server,
+        tpot_ms=tpot,
+        tvt_ms=state.tvt_max_s * 1000.0,
+        e2e_ms=(state.finish_s - state.arrival_s) * 1000.0 if done else NAN,
+        drafted_tokens=state.drafted,
+        accepted_tokens=state.accepted,
+        verify_rounds=state.rounds,
+        draft_energy_j=state.draft_energy_j,
+        target_energy_j=state.target_energy_j,
+        kv_peak_mb=state.kv_peak_mb,
+        preemptions=state.preemptions,
+    )

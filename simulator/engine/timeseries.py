@@ -1,0 +1,73 @@
+"""Periodic samples of queue lengths, utilisation, KV occupancy and k, per replica."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import simpy
+
+if TYPE_CHECKING:
+    from simulator.engine.core import Engine
+
+
+class TimeseriesSampler:
+    """Samples every ``interval_s`` while the simulation has other events pending.
+
+    Each sample is one row per replica: queue lengths of its lanes, the
+    fraction of the interval it was busy, KV occupancy, and system-wide the
+    mean k of rounds started and the output tokens committed in the interval.
+    Values inside a run of fused decode iterations are those at its start.
+    """
+
+    def __init__(self, engine: Engine, interval_s: float) -> None:
+        self.engine = engine
+        self.interval_s = interval_s
+        self.rows: list[dict[str, float | int | str]] = []
+        self._last_busy: list[float] = []
+        self._last_tokens = 0
+        self._last_k_sum = 0
+        self._last_k_rounds = 0
+
+    def start(self) -> None:
+        """Start sampling (called once, at time 0)."""
+        self._last_busy = [0.0] * len(self.engine.replicas)
+        self.engine.env.process(self._loop())
+
+    def _loop(self) -> Generator[simpy.Event, Any, None]:
+        env = self.engine.env
+        while True:
+            yield env.timeout(self.interval_s)
+            self._sample(env.now)
+            if env.peek() == math.inf:
+                return
+
+    def _sample(self, now_s: float) -> None:
+        engine = self.engine
+        tokens = engine._tokens_out - self._last_tokens
+        rounds = engine._k_rounds - self._last_k_rounds
+        mean_k = (engine._k_sum - self._last_k_sum) / rounds if rounds else math.nan
+        self._last_tokens = engine._tokens_out
+        self._last_k_rounds = engine._k_rounds
+        self._last_k_sum = engine._k_sum
+        for i, replica in enumerate(engine.replicas):
+            prefill, decode, verify, fused = replica.queue_lengths()
+            busy = replica.busy_s - self._last_busy[i]
+            self._last_busy[i] = replica.busy_s
+            self.rows.append(
+                {
+                    "time_s": now_s,
+                    "replica": replica.index,
+                    "pool": replica.pool,
+                    "prefill_queue": prefill,
+                    "decode_queue": decode,
+                    "verify_queue": verify,
+                    "fused_queue": fused,
+                    "utilization": min(1.0, busy / self.interval_s),
+                    "kv_occupancy": replica.kv.used_mb / replica.kv.capacity_mb,
+                    "outstanding": replica.outstanding,
+                    "mean_k": mean_k,
+                    "output_tokens": tokens,
+                }
+            )

@@ -1,0 +1,1 @@
+"""Metrics: aggregation of flat run records into summaries."""

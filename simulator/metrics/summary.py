@@ -1,0 +1,208 @@
+"""Aggregate a run's flat records into the summary (``summary.json``).
+
+Definitions (all documented in ``summary.schema.json`` too):
+
+- Requests arriving before ``metrics.warmup_s`` are simulated but left out
+  of every aggregate except the ``requests`` counts.
+- Latency percentiles use completed requests; TVT only those with
+  speculation rounds, TPOT only those with more than one output token.
+- A request counts toward goodput when it completed and met every SLO of its
+  class (TVT only where it applies: requests with verify rounds over a
+  network, i.e. distributed ones).
+- ``measured_s`` is the span from the warm-up end to the end of the run;
+  rates divide by it. GPU-seconds are GPUs of all replicas × ``measured_s``.
+- Jain's index is over the per-request decode speeds (1 / TPOT) of the
+  completed requests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simulator.engine.core import EngineOutput
+from simulator.workload import SloTargets
+
+PERCENTILES = (50, 90, 95, 99)
+LATENCY_COLUMNS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "tvt": "tvt_ms", "e2e": "e2e_ms"}
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _stats(values: Iterable[float]) -> dict[str, float | None]:
+    array = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    if array.size == 0:
+        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    out: dict[str, float | None] = {"mean": float(array.mean())}
+    for p in PERCENTILES:
+        out[f"p{p}"] = float(np.percentile(array, p))
+    return out
+
+
+def slo_met(frame: pd.DataFrame, slos: Mapping[str, SloTargets]) -> pd.Series:
+    """Return, per request row, whether it completed within every SLO of its class."""
+    ttft_limit = frame["slo_class"].map(lambda c: slos[c].ttft_ms)
+    tpot_limit = frame["slo_class"].map(lambda c: slos[c].tpot_ms)
+    tvt_limit = frame["slo_class"].map(
+        lambda c: slos[c].tvt_ms if slos[c].tvt_ms is not None else math.inf
+    )
+    completed = frame["outcome"] == "completed"
+    ttft_ok = frame["ttft_ms"] <= ttft_limit
+    tpot_ok = frame["tpot_ms"].isna() | (frame["tpot_ms"] <= tpot_limit)
+    tvt_ok = frame["tvt_ms"].isna() | (frame["tvt_ms"] <= tvt_limit)
+    return completed & ttft_ok & tpot_ok & tvt_ok
+
+
+def _attainment_by(frame: pd.DataFrame, met: pd.Series, column: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, group in frame.groupby(column, sort=True):
+        label = str(name) if str(name) else "(none)"
+        out[label] = float(met.loc[group.index].mean())
+    return out
+
+
+def jain_index(values: Iterable[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n * sum x^2) of positive values."""
+    array = np.asarray([v for v in values if math.isfinite(v) and v > 0], dtype=float)
+    if array.size == 0:
+        return None
+    return float(array.sum() ** 2 / (array.size * np.square(array).sum()))
+
+
+def summarise(
+    output: EngineOutput,
+    frame: pd.DataFrame,
+    slos: Mapping[str, SloTargets],
+    *,
+    scenario_id: str,
+    label: str,
+    mode: str,
+    seed: int,
+    warmup_s: float,
+    record_energy: bool,
+    record_cost: bool,
+) -> dict[str, Any]:
+    """Build the summary mapping from a run's output and its request table."""
+    measured = frame[frame["arrival_s"] >= warmup_s]
+    completed = measured[measured["outcome"] == "completed"]
+    met = slo_met(measured, slos)
+    measured_s = max(output.simulated_s - warmup_s, 1e-12)
+    gpus = sum(output.replica_gpus)
+    good = int(met.sum())
+    out_tokens = int(completed["generated_tokens"].sum())
+    speculative = measured[measured["verify_rounds"] > 0]
+    rounds = int(speculative["verify_rounds"].sum())
+    drafted = int(speculative["drafted_tokens"].sum())
+    accepted = int(speculative["accepted_tokens"].sum())
+    committed_by_rounds = int((speculative["generated_tokens"] - 1).clip(lower=0).sum())
+    busy = np.asarray(output.replica_busy_s)
+    target_energy = float(sum(output.replica_energy_j))
+    idle_energy: float | None = 0.0
+    for busy_s, power in zip(output.replica_busy_s, output.replica_idle_power_w, strict=True):
+        if power is None:
+            idle_energy = None
+            break
+        assert idle_energy is not None
+        idle_energy += power * max(0.0, output.simulated_s - busy_s)
+    total_energy = target_energy + output.device_energy_j + (idle_energy or 0.0)
+    usd: float | None = 0.0
+    for price in output.replica_usd_per_hour:
+        if price is None:
+            usd = None
+            break
+        assert usd is not None
+        usd += price * output.simulated_s / 3600.0
+    speeds = 1000.0 / completed["tpot_ms"].dropna()
+    summary: dict[str, Any] = {
+        "scenario_id": scenario_id,
+        "label": label,
+        "mode": mode,
+        "seed": seed,
+        "simulated_s": output.simulated_s,
+        "measured_s": measured_s,
+        "requests": {
+            "arrived": len(frame),
+            "measured": len(measured),
+            "completed": int((frame["outcome"] == "completed").sum()),
+            "rejected": int((frame["outcome"] == "rejected").sum()),
+            "unfinished": int((frame["outcome"] == "unfinished").sum()),
+        },
+        "latency_ms": {name: _stats(completed[column]) for name, column in LATENCY_COLUMNS.items()},
+        "latency_ms_server": {"ttft": _stats(completed["ttft_server_ms"])},
+        "throughput": {
+            "requests_per_s": len(completed) / measured_s,
+            "output_tokens_per_s": out_tokens / measured_s,
+        },
+        "goodput": {
+            "slo_attainment": float(met.mean()) if len(measured) else None,
+            "requests_per_s": good / measured_s,
+            "requests_per_gpu_s": good / (gpus * measured_s) if gpus else None,
+        },
+        "speculation": {
+            "verify_steps": rounds,
+            "drafted_tokens": drafted,
+            "accepted_tokens": accepted,
+            "acceptance_rate": accepted / drafted if drafted else None,
+            "mean_tokens_per_verify": committed_by_rounds / rounds if rounds else None,
+        },
+        "fairness": {
+            "jain_index": jain_index(speeds),
+            "slo_attainment_by_class": _attainment_by(measured, met, "slo_class"),
+            "slo_attainment_by_device": _attainment_by(measured, met, "origin"),
+        },
+        "resources": {
+            "gpu_utilization": float(busy.sum() / (len(busy) * output.simulated_s))
+            if len(busy) and output.simulated_s > 0
+            else None,
+            "gpu_utilization_by_pool": {
+                pool: float(
+                    busy[[p == pool for p in output.replica_pools]].mean() / output.simulated_s
+                )
+                if output.simulated_s > 0
+                else None
+                for pool in sorted(set(output.replica_pools))
+            },
+            "kv_occupancy_mean": float(np.mean(output.kv_occupancy_mean))
+            if output.kv_occupancy_mean
+            else None,
+            "gpu_hours": gpus * output.simulated_s / 3600.0,
+            "network_bytes": float(sum(output.network_bytes.values())),
+            "network_bytes_by_link": dict(output.network_bytes),
+        },
+        "energy": {
+            "total_j": total_energy if record_energy else None,
+            "target_busy_j": target_energy if record_energy else None,
+            "target_idle_j": idle_energy if record_energy else None,
+            "draft_devices_j": output.device_energy_j if record_energy else None,
+            "j_per_output_token": total_energy / out_tokens
+            if record_energy and out_tokens
+            else None,
+        },
+        "cost": {
+            "usd_total": usd if record_cost else None,
+            "usd_per_1k_tokens": usd / out_tokens * 1000.0
+            if record_cost and usd is not None and out_tokens
+            else None,
+        },
+    }
+    cleaned: dict[str, Any] = _clean(summary)
+    return cleaned
+
+
+def _clean(value: Any) -> Any:
+    """Replace NaN/inf by None and numpy scalars by Python numbers (JSON-safe)."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return _finite(float(value))
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

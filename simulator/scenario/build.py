@@ -1,0 +1,646 @@
+"""Build frozen scenario objects from a schema-valid document, checking across fields.
+
+Every check collects :class:`~simulator.errors.Issue` records instead of
+raising, so that one run of the validator reports every problem of a scenario
+(and of the files it references) at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from policies import registry
+from policies.batching import BatchLimits
+from simulator.acceptance import load_acceptance_model
+from simulator.devices import DeviceProfile, load_device_profile
+from simulator.errors import InputError, Issue, make_issue
+from simulator.loading import resolve_path, schema_issues
+from simulator.lut import LutKey, LutManager, LutTable, load_lut
+from simulator.scenario.model import (
+    AcceptanceCurve,
+    DeviceClass,
+    JitterSpec,
+    LaneSpec,
+    Link,
+    Metadata,
+    MetricsSpec,
+    ModelSpec,
+    NetworkSpec,
+    PayloadSpec,
+    PlannerSpec,
+    PolicyChoice,
+    Scenario,
+    SchedulerSpec,
+    SimulationSpec,
+    SpeculationSpec,
+)
+from simulator.workload import WorkloadSpec, build_workload_spec
+
+T = TypeVar("T")
+
+PHASES_BY_MODE: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "none": {"verifier": ("prefill", "draft_decode")},
+    "distributed": {"drafter": ("prefill", "draft_decode"), "verifier": ("prefill", "verify")},
+    "fused": {"fused": ("prefill", "fused_decode")},
+    "hybrid": {
+        "drafter": ("prefill", "draft_decode"),
+        "verifier": ("prefill", "verify"),
+        "fused": ("prefill", "fused_decode"),
+    },
+}
+"""Which LUT phases each model kind needs, per mode."""
+
+MODEL_LISTS: Mapping[str, str] = {
+    "drafter_models": "drafter",
+    "verifier_models": "verifier",
+    "fused_models": "fused",
+}
+
+
+class _Builder:
+    """Accumulates issues while turning one validated document into a Scenario."""
+
+    def __init__(self, document: Mapping[str, Any], file: Path) -> None:
+        self.doc = document
+        self.file = file
+        self.base_dir = file.parent
+        self.issues: list[Issue] = []
+
+    # -- helpers -----------------------------------------------------------
+    def issue(self, key: str, value: object, allowed: str, problem: str) -> None:
+        self.issues.append(make_issue(self.file, key, value, allowed, problem))
+
+    def load_file(self, key: str, value: str, loader: Callable[[Path], T], what: str) -> T | None:
+        """Load a referenced file; its own problems are reported under its own name."""
+        path = resolve_path(self.base_dir, value)
+        if not path.is_file():
+            self.issue(
+                key, value, f"an existing {what} file (resolved to {path})", "file not found"
+            )
+            return None
+        try:
+            return loader(path)
+        except InputError as exc:
+            self.issues.extend(exc.issues)
+            return None
+
+    def policy(self, family: str, name: str, params: Mapping[str, Any], key: str) -> PolicyChoice:
+        """Look up a policy class and build its parameters, reporting bad ones."""
+        cls = registry(family).get(name)
+        problems = schema_issues(dict(params), cls.params_schema, self.file)
+        for problem in problems:
+            inner = "" if problem.key_path == "(top level)" else "." + problem.key_path
+            self.issues.append(
+                Issue(
+                    problem.file,
+                    f"{key}.params{inner}",
+                    problem.value,
+                    problem.allowed,
+                    problem.problem,
+                )
+            )
+        built = None if problems else cls.Params(**dict(params))
+        return PolicyChoice(family=family, name=name, params=built)
+
+    # -- sections ----------------------------------------------------------
+    def metadata(self) -> Metadata:
+        meta = self.doc["metadata"]
+        label = meta["label"] if meta["label"] else self.doc["scenario_id"]
+        return Metadata(meta["description"], label, tuple(meta["references"]))
+
+    def profiles(self) -> dict[str, DeviceProfile | None]:
+        loaded: dict[str, DeviceProfile | None] = {}
+        for index, entry in enumerate(self.doc["hardware_profiles"]):
+            key = f"hardware_profiles[{index}]"
+            if entry["id"] in loaded:
+                self.issue(
+                    f"{key}.id", entry["id"], "ids unique across hardware_profiles", "duplicate id"
+                )
+                continue
+            profile = self.load_file(
+                f"{key}.profile", entry["profile"], load_device_profile, "device profile"
+            )
+            if profile is not None and profile.role != entry["type"]:
+                self.issue(
+                    f"{key}.type",
+                    entry["type"],
+                    f"{profile.role!r} (the role of profile {profile.id})",
+                    "type does not match the profile's role",
+                )
+            loaded[entry["id"]] = profile
+        return loaded
+
+    def network(self, device_ids: Mapping[str, str]) -> NetworkSpec:
+        net = self.doc["network"]
+        links: list[Link] = []
+        seen: set[frozenset[str]] = set()
+        for index, raw in enumerate(net["links"]):
+            key = f"network.links[{index}]"
+            for end in ("src", "dst"):
+                if raw[end] not in device_ids:
+                    self.issue(
+                        f"{key}.{end}",
+                        raw[end],
+                        "a hardware_profiles id: " + ", ".join(device_ids),
+                        "unknown device",
+                    )
+            pair = frozenset((raw["src"], raw["dst"]))
+            if raw["src"] == raw["dst"]:
+                self.issue(
+                    f"{key}.dst", raw["dst"], "a different device than src", "link to itself"
+                )
+            elif pair in seen:
+                self.issue(
+                    key, f"{raw['src']} <-> {raw['dst']}", "one link per pair", "duplicate link"
+                )
+            seen.add(pair)
+            links.append(
+                Link(
+                    raw["src"],
+                    raw["dst"],
+                    float(raw["rtt_ms"]),
+                    float(raw["bw_mbps"]),
+                    float(raw["loss_pct"]),
+                )
+            )
+        jitter = net["jitter"]
+        payload = net["payload"]
+        return NetworkSpec(
+            links=tuple(links),
+            jitter=JitterSpec(
+                bool(jitter["enabled"]),
+                float(jitter["rtt_sigma_ms"]),
+                float(jitter["bw_sigma_pct"]),
+            ),
+            payload=PayloadSpec(
+                float(payload["bytes_per_prompt_token"]),
+                float(payload["bytes_per_draft_token"]),
+                float(payload["bytes_per_result_token"]),
+            ),
+        )
+
+    def acceptance(self) -> dict[str, AcceptanceCurve]:
+        curves: dict[str, AcceptanceCurve] = {}
+        for index, raw in enumerate(self.doc["speculation"]["acceptance_models"]):
+            key = f"speculation.acceptance_models[{index}]"
+            if raw["name"] in curves:
+                self.issue(f"{key}.name", raw["name"], "unique names", "duplicate acceptance model")
+                continue
+            model = self.load_file(
+                f"{key}.file", raw["file"], load_acceptance_model, "acceptance model"
+            )
+            if model is not None:
+                curves[raw["name"]] = AcceptanceCurve(
+                    raw["name"],
+                    resolve_path(self.base_dir, raw["file"]),
+                    model,
+                )
+        return curves
+
+    def models(
+        self, curves: Mapping[str, AcceptanceCurve], luts: dict[Path, LutTable | None]
+    ) -> dict[str, ModelSpec]:
+        spec = self.doc["speculation"]
+        mode = spec["mode"]
+        needed = PHASES_BY_MODE[mode]
+        models: dict[str, ModelSpec] = {}
+        for list_key, kind in MODEL_LISTS.items():
+            for index, raw in enumerate(spec[list_key]):
+                key = f"speculation.{list_key}[{index}]"
+                if raw["name"] in models:
+                    self.issue(
+                        f"{key}.name",
+                        raw["name"],
+                        "names unique across all model lists",
+                        "duplicate model name",
+                    )
+                    continue
+                lut_path = resolve_path(self.base_dir, raw["lut"])
+                if lut_path not in luts:
+                    luts[lut_path] = self.load_file(f"{key}.lut", raw["lut"], load_lut, "LUT")
+                acceptance = raw["acceptance"]
+                if kind in ("drafter", "fused") and kind in needed:
+                    if acceptance is None:
+                        if len(curves) == 1:
+                            acceptance = next(iter(curves))
+                        elif not spec["acceptance_models"]:
+                            self.issue(
+                                f"{key}.acceptance",
+                                None,
+                                "a name from speculation.acceptance_models",
+                                "no acceptance model declared",
+                            )
+                        else:
+                            self.issue(
+                                f"{key}.acceptance",
+                                None,
+                                "one of " + ", ".join(curves),
+                                "several acceptance models: name one",
+                            )
+                    elif acceptance not in curves:
+                        known = [a["name"] for a in spec["acceptance_models"]]
+                        if acceptance not in known:
+                            self.issue(
+                                f"{key}.acceptance",
+                                acceptance,
+                                "one of " + ", ".join(known)
+                                if known
+                                else "a declared acceptance model",
+                                "unknown acceptance model",
+                            )
+                models[raw["name"]] = ModelSpec(
+                    name=raw["name"],
+                    kind=cast(Any, kind),
+                    model_id=raw["model"] or raw["name"],
+                    lut_path=lut_path,
+                    dtype=raw["dtype"],
+                    acceptance=acceptance,
+                )
+        for kind in needed:
+            if not any(m.kind == kind for m in models.values()):
+                list_key = next(k for k, v in MODEL_LISTS.items() if v == kind)
+                self.issue(
+                    f"speculation.{list_key}",
+                    [],
+                    f"at least one {kind} model",
+                    f"mode {mode!r} needs a {kind} model",
+                )
+        return models
+
+    def device_classes(
+        self,
+        profiles: Mapping[str, DeviceProfile | None],
+        models: Mapping[str, ModelSpec],
+    ) -> list[DeviceClass]:
+        mode = self.doc["speculation"]["mode"]
+        needed = PHASES_BY_MODE[mode]
+        classes: list[DeviceClass] = []
+        for index, entry in enumerate(self.doc["hardware_profiles"]):
+            key = f"hardware_profiles[{index}]"
+            profile = profiles.get(entry["id"])
+            if profile is None:
+                continue
+            model: str | None = None
+            fused: str | None = None
+            if entry["type"] == "draft":
+                if "drafter" in needed:
+                    model = self.pick_model(f"{key}.model", entry["model"], "drafter", models)
+                elif entry["model"] is not None:
+                    self.pick_model(f"{key}.model", entry["model"], "drafter", models)
+                    model = entry["model"]
+                tp = pp = 1
+            else:
+                if "verifier" in needed:
+                    model = self.pick_model(f"{key}.model", entry["model"], "verifier", models)
+                elif entry["model"] is not None and mode == "fused":
+                    fused = self.pick_model(f"{key}.model", entry["model"], "fused", models)
+                if "fused" in needed and fused is None:
+                    fused = self.pick_model(f"{key}.model", None, "fused", models)
+                tp = profile.compute.tensor_parallel
+                pp = profile.compute.pipeline_parallel
+            price = entry["usd_per_hour"]
+            if price is None:
+                price = profile.cost.usd_per_hour
+            classes.append(
+                DeviceClass(
+                    id=entry["id"],
+                    type=entry["type"],
+                    profile=profile,
+                    profile_path=resolve_path(self.base_dir, entry["profile"]),
+                    count=int(entry["count"]),
+                    model=model,
+                    fused_model=fused,
+                    tensor_parallel=int(tp),
+                    pipeline_parallel=int(pp),
+                    usd_per_hour=None if price is None else float(price),
+                )
+            )
+        if not any(e["type"] == "target" for e in self.doc["hardware_profiles"]):
+            self.issue(
+                "hardware_profiles",
+                [e["id"] for e in self.doc["hardware_profiles"]],
+                "at least one entry of type target",
+                "no target pool",
+            )
+        if mode in ("distributed", "hybrid") and not any(
+            e["type"] == "draft" for e in self.doc["hardware_profiles"]
+        ):
+            self.issue(
+                "hardware_profiles",
+                [e["id"] for e in self.doc["hardware_profiles"]],
+                "at least one entry of type draft",
+                f"mode {mode!r} needs client devices that draft",
+            )
+        return classes
+
+    def pick_model(
+        self, key: str, name: str | None, kind: str, models: Mapping[str, ModelSpec]
+    ) -> str | None:
+        names = [m.name for m in models.values() if m.kind == kind]
+        if name is None:
+            if len(names) == 1:
+                return names[0]
+            if names:
+                self.issue(
+                    key, None, "one of " + ", ".join(names), f"several {kind} models: name one"
+                )
+            return None
+        if name not in names:
+            self.issue(
+                key,
+                name,
+                "one of " + ", ".join(names) if names else f"a declared {kind} model",
+                f"not a {kind} model",
+            )
+            return None
+        return name
+
+    def lut_coverage(
+        self,
+        classes: list[DeviceClass],
+        models: Mapping[str, ModelSpec],
+        luts: Mapping[Path, LutTable | None],
+    ) -> None:
+        mode = self.doc["speculation"]["mode"]
+        needed = PHASES_BY_MODE[mode]
+        model_keys: dict[str, str] = {}
+        for list_key in MODEL_LISTS:
+            for index, raw in enumerate(self.doc["speculation"][list_key]):
+                model_keys.setdefault(raw["name"], f"speculation.{list_key}[{index}]")
+        for device in classes:
+            uses = [
+                (device.model, "drafter" if device.type == "draft" else "verifier"),
+                (device.fused_model, "fused"),
+            ]
+            for name, kind in uses:
+                if name is None or kind not in needed or name not in models:
+                    continue
+                model = models[name]
+                table = luts.get(model.lut_path)
+                if table is None:
+                    continue
+                raw = next(
+                    r
+                    for lk in MODEL_LISTS
+                    for r in self.doc["speculation"][lk]
+                    if r["name"] == name
+                )
+                par = raw["parallelism"]
+                for axis, have in (
+                    ("tensor", device.tensor_parallel),
+                    ("pipeline", device.pipeline_parallel),
+                ):
+                    if axis in par and par[axis] != have and device.type == "target":
+                        self.issue(
+                            f"{model_keys[name]}.parallelism.{axis}",
+                            par[axis],
+                            f"{have} (the {axis}-parallel degree of profile {device.profile.id} used by {device.id})",
+                            "parallelism differs from the serving replica's",
+                        )
+                table_keys = table.keys()
+                for phase in needed[kind]:
+                    wanted = LutKey(
+                        phase,
+                        model.model_id,
+                        device.hardware,
+                        device.tensor_parallel,
+                        device.pipeline_parallel,
+                        model.dtype,
+                    )
+                    if wanted not in table_keys:
+                        self.issue(
+                            f"{model_keys[name]}.lut",
+                            str(model.lut_path.name),
+                            f"a LUT with rows for phase={phase} model={model.model_id} hardware={device.hardware} "
+                            f"tp={device.tensor_parallel} pp={device.pipeline_parallel} dtype={model.dtype}"
+                            + _available(table, model.model_id, device.hardware),
+                            f"no LUT rows for {device.id} running {name}",
+                        )
+
+    def speculation(
+        self, models: dict[str, ModelSpec], curves: dict[str, AcceptanceCurve]
+    ) -> SpeculationSpec:
+        spec = self.doc["speculation"]
+        adaptive = spec["adaptive_k"]
+        k = int(spec["k"])
+        k_min, k_max = int(adaptive["k_min"]), int(adaptive["k_max"])
+        if k_min > k_max:
+            self.issue(
+                "speculation.adaptive_k.k_min",
+                k_min,
+                f"<= k_max ({k_max})",
+                "k_min greater than k_max",
+            )
+        elif not k_min <= k <= k_max:
+            self.issue(
+                "speculation.k",
+                k,
+                f"between k_min ({k_min}) and k_max ({k_max})",
+                "k outside the allowed range",
+            )
+        controller = adaptive["controller"] if adaptive["enabled"] else "static"
+        if not adaptive["enabled"] and adaptive["controller"] != "static":
+            self.issue(
+                "speculation.adaptive_k.controller",
+                adaptive["controller"],
+                "'static' while adaptive_k.enabled is false (or set enabled: true)",
+                "controller given but adaptive k disabled",
+            )
+        hybrid = spec["hybrid"]
+        hybrid_choice = PolicyChoice("hybrid_mode", hybrid["policy"], None)
+        if spec["mode"] == "hybrid":
+            hybrid_choice = self.policy(
+                "hybrid_mode", hybrid["policy"], hybrid["params"], "speculation.hybrid"
+            )
+        return SpeculationSpec(
+            mode=spec["mode"],
+            models=models,
+            acceptance=curves,
+            k=k,
+            k_min=k_min,
+            k_max=k_max,
+            temperature=float(spec["temperature"]),
+            k_control=self.policy(
+                "k_control", controller, adaptive["params"], "speculation.adaptive_k"
+            ),
+            hybrid=hybrid_choice,
+        )
+
+    def lane(self, name: str, family: str) -> LaneSpec:
+        raw = self.doc["scheduler"][name]
+        batching = raw["batching"]
+        micro = raw["microbatch"]
+        return LaneSpec(
+            policy=self.policy(family, raw["policy"], raw["params"], f"scheduler.{name}"),
+            limits=BatchLimits(
+                int(batching["max_batch"]), float(batching["max_wait_ms"]), batching["max_tokens"]
+            ),
+            max_microbatch=int(micro["max_microbatch"]),
+            fallback=micro["fallback"],
+        )
+
+    def scheduler(self) -> SchedulerSpec:
+        sched = self.doc["scheduler"]
+        return SchedulerSpec(
+            prefill=self.lane("prefill", "prefill_batching"),
+            draft=self.lane("draft", "draft_scheduling"),
+            verify=self.lane("verify", "verify_batching"),
+            routing=self.policy(
+                "routing",
+                sched["routing"]["policy"],
+                sched["routing"]["params"],
+                "scheduler.routing",
+            ),
+            admission=self.policy(
+                "admission",
+                sched["admission_control"]["policy"],
+                sched["admission_control"]["params"],
+                "scheduler.admission_control",
+            ),
+            kv_on_full=sched["kv"]["on_full"],
+        )
+
+    def planner(self) -> PlannerSpec:
+        raw = self.doc["planner"]
+        candidates = {name: tuple(values) for name, values in raw["candidates"].items()}
+        if raw["enabled"]:
+            self.issue(
+                "planner.enabled",
+                True,
+                "false (the goodput planner's what-if search is not part of this version; "
+                "the engine's what-if windows are available from Python: simulator.run(..., in_flight=...))",
+                "planner not available",
+            )
+        if raw["enabled"] and not candidates:
+            self.issue(
+                "planner.candidates",
+                {},
+                "at least one non-empty candidate list",
+                "planner enabled without candidates",
+            )
+        return PlannerSpec(
+            bool(raw["enabled"]),
+            float(raw["interval_s"]),
+            float(raw["window_s"]),
+            tuple(raw["objectives"]),
+            candidates,
+        )
+
+    def metrics(self) -> MetricsSpec:
+        raw = self.doc["metrics"]
+        return MetricsSpec(
+            raw["output_dir"],
+            bool(raw["record_energy"]),
+            bool(raw["record_cost"]),
+            float(raw["timeseries_interval_s"]),
+            float(raw["warmup_s"]),
+        )
+
+    def simulation(self) -> SimulationSpec:
+        """Build the run-control settings."""
+        raw = self.doc["simulation"]
+        until = raw["until_s"]
+        return SimulationSpec(
+            until_s=None if until is None else float(until),
+            lut_out_of_range=raw["lut_out_of_range"],
+            fuse_iterations=bool(raw["fuse_iterations"]),
+        )
+
+    def workload(self, client_ids: list[str]) -> WorkloadSpec | None:
+        spec, issues = build_workload_spec(self.doc["workload"], self.file)
+        self.issues.extend(issues)
+        if spec is None:
+            return None
+        for name in sorted(spec.origin_names()):
+            if name not in client_ids:
+                self.issue(
+                    "workload",
+                    name,
+                    "a hardware_profiles id of type draft: "
+                    + (", ".join(client_ids) or "(none declared)"),
+                    "origin names an undeclared client device class",
+                )
+        return spec
+
+    def client_links(self, classes: list[DeviceClass], network: NetworkSpec) -> None:
+        targets = [d.id for d in classes if d.type == "target"]
+        for index, entry in enumerate(self.doc["hardware_profiles"]):
+            if entry["type"] != "draft" or not targets:
+                continue
+            if not any(network.link_between(entry["id"], t) for t in targets):
+                self.issue(
+                    f"hardware_profiles[{index}].id",
+                    entry["id"],
+                    "a network.links entry joining it to a target: " + ", ".join(targets),
+                    "client device class has no link to any target",
+                )
+
+
+def _available(table: LutTable, model: str, hardware: str) -> str:
+    keys = table.keys()
+    have = sorted(
+        f"{k.phase}/tp{k.tensor_parallel}/pp{k.pipeline_parallel}/{k.dtype}"
+        for k in keys
+        if k.model == model and k.hardware == hardware
+    )
+    if have:
+        return f" (the file has for {model} on {hardware}: {', '.join(have)})"
+    pairs = sorted({f"{k.model} on {k.hardware}" for k in keys})
+    return f" (the file has: {', '.join(pairs)})"
+
+
+def build_scenario(
+    document: Mapping[str, Any], file: Path, resolved: Mapping[str, Any] | None = None
+) -> Scenario:
+    """Build a :class:`Scenario` from a schema-valid, default-filled document.
+
+    ``resolved`` is the document to record as the scenario's resolved form
+    (default: ``document``).
+
+    Raises:
+        InputError: With every cross-field and referenced-file problem.
+    """
+    builder = _Builder(document, file)
+    profiles = builder.profiles()
+    device_ids = {e["id"]: e["type"] for e in document["hardware_profiles"]}
+    network = builder.network(device_ids)
+    curves = builder.acceptance()
+    luts: dict[Path, LutTable | None] = {}
+    models = builder.models(curves, luts)
+    classes = builder.device_classes(profiles, models)
+    builder.lut_coverage(classes, models, luts)
+    builder.client_links(classes, network)
+    speculation = builder.speculation(models, curves)
+    scheduler = builder.scheduler()
+    planner = builder.planner()
+    metrics = builder.metrics()
+    workload = builder.workload([d for d, t in device_ids.items() if t == "draft"])
+    manager = LutManager()
+    for table in luts.values():
+        if table is not None:
+            try:
+                manager.add(table)
+            except InputError as exc:
+                builder.issues.extend(exc.issues)
+    if builder.issues:
+        raise InputError(builder.issues)
+    assert workload is not None  # no issues means the workload was built
+    return Scenario(
+        scenario_id=document["scenario_id"],
+        seed=int(document["seed"]),
+        source_file=file,
+        metadata=builder.metadata(),
+        workload=workload,
+        network=network,
+        devices=tuple(classes),
+        speculation=speculation,
+        scheduler=scheduler,
+        planner=planner,
+        metrics=metrics,
+        simulation=builder.simulation(),
+        luts=manager,
+        resolved_json=json.dumps(resolved if resolved is not None else document),
+    )

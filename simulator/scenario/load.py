@@ -1,0 +1,101 @@
+"""The scenario pipeline: file → overrides → schema → defaults → cross-checks → frozen objects."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError, make_issue
+from simulator.loading import fill_defaults, read_document, resolve_path, schema_issues
+from simulator.scenario.build import build_scenario
+from simulator.scenario.model import Scenario
+from simulator.scenario.overrides import apply_overrides
+from simulator.scenario.schema import scenario_schema
+
+
+def load_scenario(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    seed: int | None = None,
+) -> Scenario:
+    """Load, validate and build a scenario file (YAML or JSON).
+
+    Args:
+        path: The scenario file; paths inside it resolve against its folder.
+        overrides: ``dotted.key=value`` strings applied before validation.
+        seed: Replaces the scenario's ``seed`` when given.
+
+    Raises:
+        InputError: With every problem found in the scenario and the files it
+            references.
+    """
+    file = Path(path)
+    document = read_document(file, "scenario")
+    if not isinstance(document, dict):
+        raise InputError(
+            [
+                make_issue(
+                    file, "(top level)", document, "a mapping of scenario keys", "not a mapping"
+                )
+            ]
+        )
+    document = apply_overrides(document, overrides)
+    if seed is not None:
+        document["seed"] = seed
+    schema = scenario_schema()
+    issues = schema_issues(document, schema, file)
+    if issues:
+        raise InputError(issues)
+    filled = fill_defaults(document, schema)
+    return build_scenario(filled, file, resolved=absolute_paths(filled, file))
+
+
+PATH_LISTS = {
+    "drafter_models": "lut",
+    "verifier_models": "lut",
+    "fused_models": "lut",
+    "acceptance_models": "file",
+}
+TRACE_PREFIX = "trace://"
+
+
+def _absolute(value: str, base: Path) -> str:
+    if value.startswith(TRACE_PREFIX):
+        return TRACE_PREFIX + _absolute(value[len(TRACE_PREFIX) :], base)
+    return str(resolve_path(base, value).resolve())
+
+
+def absolute_paths(document: dict[str, Any], file: Path) -> dict[str, Any]:
+    """Return a copy of a filled scenario with every file path made absolute.
+
+    The resolved scenario written next to a run's results must rerun from
+    there, so relative paths (which resolve against the scenario's folder)
+    are rewritten.
+    """
+    out = copy.deepcopy(document)
+    base = file.parent
+    for entry in out["hardware_profiles"]:
+        entry["profile"] = _absolute(entry["profile"], base)
+    spec = out["speculation"]
+    for list_key, field in PATH_LISTS.items():
+        for entry in spec.get(list_key, []):
+            entry[field] = _absolute(entry[field], base)
+    _absolute_workload(out["workload"], base)
+    return out
+
+
+def _absolute_workload(node: Any, base: Path) -> None:
+    """Rewrite ``source: trace://...`` and every ``trace:`` path inside the workload section."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str) and (
+                (key == "source" and value.startswith(TRACE_PREFIX)) or key == "trace"
+            ):
+                node[key] = _absolute(value, base)
+            else:
+                _absolute_workload(value, base)
+    elif isinstance(node, list):
+        for value in node:
+            _absolute_workload(value, base)

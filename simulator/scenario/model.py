@@ -1,0 +1,321 @@
+"""The frozen objects a loaded scenario is made of.
+
+Everything downstream of the loader (engine, planner, reports) reads these
+dataclasses; nothing past :func:`simulator.scenario.load_scenario` sees the
+raw YAML mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from policies.batching import BatchLimits
+from simulator.acceptance import AcceptanceModel
+from simulator.devices import DeviceProfile
+from simulator.lut import LutKey, LutManager, OutOfRange
+from simulator.workload import WorkloadSpec
+
+Mode = Literal["none", "distributed", "fused", "hybrid"]
+DeviceType = Literal["draft", "target"]
+ModelKind = Literal["drafter", "verifier", "fused"]
+KvOnFull = Literal["queue", "preempt_recompute"]
+
+MODES: tuple[Mode, ...] = ("none", "distributed", "fused", "hybrid")
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """Descriptive fields of a scenario."""
+
+    description: str
+    label: str
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """A named policy of one family with its built parameters.
+
+    Attributes:
+        family: The policy family (see :mod:`policies.families`).
+        name: The registered policy name.
+        params: An instance of the policy class's ``Params`` dataclass.
+    """
+
+    family: str
+    name: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model the scenario runs, with the LUT rows it uses.
+
+    Attributes:
+        name: The scenario's name for the model.
+        kind: drafter, verifier or fused.
+        model_id: The ``model`` value of its LUT rows.
+        lut_path: The LUT file it was loaded from.
+        dtype: The dtype of the LUT rows used.
+        acceptance: Name of its acceptance curve (drafter and fused models
+            in modes that speculate), else ``None``.
+    """
+
+    name: str
+    kind: ModelKind
+    model_id: str
+    lut_path: Path
+    dtype: str
+    acceptance: str | None
+
+
+@dataclass(frozen=True)
+class DeviceClass:
+    """One entry of ``hardware_profiles``: a class of identical devices or replicas.
+
+    Attributes:
+        id: Its name in the scenario.
+        type: draft (client devices) or target (replica pool).
+        profile: The loaded device profile.
+        profile_path: Where the profile was loaded from.
+        count: Number of devices / replicas.
+        model: Name of the model it runs: the drafter of a draft class (``None``
+            when the mode drafts nowhere), the verifier of a target class
+            (``None`` in fused mode).
+        fused_model: Target classes in fused/hybrid mode: the fused model.
+        tensor_parallel: TP degree of a replica (1 for draft devices).
+        pipeline_parallel: PP degree of a replica (1 for draft devices).
+        usd_per_hour: Price per device/replica-hour, if known.
+    """
+
+    id: str
+    type: DeviceType
+    profile: DeviceProfile
+    profile_path: Path
+    count: int
+    model: str | None
+    fused_model: str | None
+    tensor_parallel: int
+    pipeline_parallel: int
+    usd_per_hour: float | None
+
+    @property
+    def hardware(self) -> str:
+        """The LUT hardware id of the class's profile."""
+        return self.profile.hardware
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symmetric network link between two device classes."""
+
+    src: str
+    dst: str
+    rtt_ms: float
+    bw_mbps: float
+    loss_pct: float
+
+    def joins(self, a: str, b: str) -> bool:
+        """Return whether the link connects ``a`` and ``b`` (either direction)."""
+        return {self.src, self.dst} == {a, b}
+
+
+@dataclass(frozen=True)
+class JitterSpec:
+    """Random variation of transfers."""
+
+    enabled: bool
+    rtt_sigma_ms: float
+    bw_sigma_pct: float
+
+
+@dataclass(frozen=True)
+class PayloadSpec:
+    """Bytes per token of each transfer kind."""
+
+    bytes_per_prompt_token: float
+    bytes_per_draft_token: float
+    bytes_per_result_token: float
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Links, jitter and payload sizes."""
+
+    links: tuple[Link, ...]
+    jitter: JitterSpec
+    payload: PayloadSpec
+
+    def link_between(self, a: str, b: str) -> Link | None:
+        """Return the link joining ``a`` and ``b``, if any."""
+        for link in self.links:
+            if link.joins(a, b):
+                return link
+        return None
+
+
+@dataclass(frozen=True)
+class AcceptanceCurve:
+    """A named, loaded acceptance model."""
+
+    name: str
+    path: Path
+    model: AcceptanceModel
+
+
+@dataclass(frozen=True)
+class SpeculationSpec:
+    """Mode, models, acceptance curves and draft-length control.
+
+    Attributes:
+        mode: The serving mode.
+        models: Every declared model, by scenario name.
+        acceptance: Every declared acceptance curve, by name.
+        k: Draft length of the first round.
+        k_min: Smallest k a controller may choose.
+        k_max: Largest k a controller may choose.
+        temperature: Sampling temperature.
+        k_control: The draft-length controller.
+        hybrid: The per-request mode policy (used in hybrid mode).
+    """
+
+    mode: Mode
+    models: dict[str, ModelSpec]
+    acceptance: dict[str, AcceptanceCurve]
+    k: int
+    k_min: int
+    k_max: int
+    temperature: float
+    k_control: PolicyChoice
+    hybrid: PolicyChoice
+
+
+@dataclass(frozen=True)
+class LaneSpec:
+    """One lane's batching policy and limits."""
+
+    policy: PolicyChoice
+    limits: BatchLimits
+    max_microbatch: int
+    fallback: Literal["per_request", "none"]
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    """Batching, routing, admission and KV behaviour."""
+
+    prefill: LaneSpec
+    draft: LaneSpec
+    verify: LaneSpec
+    routing: PolicyChoice
+    admission: PolicyChoice
+    kv_on_full: KvOnFull
+
+
+@dataclass(frozen=True)
+class PlannerSpec:
+    """The periodic goodput planner's settings."""
+
+    enabled: bool
+    interval_s: float
+    window_s: float
+    objectives: tuple[str, ...]
+    candidates: dict[str, tuple[float, ...]]
+
+
+@dataclass(frozen=True)
+class MetricsSpec:
+    """Recording settings."""
+
+    output_dir: str | None
+    record_energy: bool
+    record_cost: bool
+    timeseries_interval_s: float
+    warmup_s: float
+
+
+@dataclass(frozen=True)
+class SimulationSpec:
+    """Run control.
+
+    Attributes:
+        until_s: Stop time (``None``: until every request has ended).
+        lut_out_of_range: Behaviour of LUT lookups outside the grid.
+        fuse_iterations: Advance unchanged decode batches in one event.
+    """
+
+    until_s: float | None
+    lut_out_of_range: OutOfRange
+    fuse_iterations: bool
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A fully loaded, validated scenario: everything a run needs, no I/O left.
+
+    Attributes:
+        scenario_id: Identifier used in outputs.
+        seed: Root seed of every random stream.
+        source_file: The file it was loaded from.
+        metadata: Descriptive fields.
+        workload: The workload specification (trace data already read).
+        network: Links, jitter, payload sizes.
+        devices: Device classes, in declaration order.
+        speculation: Mode, models, acceptance and k control.
+        scheduler: Lane, routing, admission and KV policies.
+        planner: Planner settings.
+        metrics: Recording settings.
+        simulation: Run control.
+        luts: Every LUT the scenario references, loaded and indexed.
+        resolved_json: The scenario document with defaults filled and
+            overrides applied, as canonical JSON (see :meth:`resolved`).
+    """
+
+    scenario_id: str
+    seed: int
+    source_file: Path
+    metadata: Metadata
+    workload: WorkloadSpec
+    network: NetworkSpec
+    devices: tuple[DeviceClass, ...]
+    speculation: SpeculationSpec
+    scheduler: SchedulerSpec
+    planner: PlannerSpec
+    metrics: MetricsSpec
+    simulation: SimulationSpec
+    luts: LutManager
+    resolved_json: str
+
+    def resolved(self) -> dict[str, Any]:
+        """Return a fresh copy of the resolved scenario document."""
+        document: dict[str, Any] = json.loads(self.resolved_json)
+        return document
+
+    def device(self, device_id: str) -> DeviceClass:
+        """Return the device class ``device_id``."""
+        for device in self.devices:
+            if device.id == device_id:
+                return device
+        raise KeyError(f"no device class {device_id!r}")
+
+    def clients(self) -> tuple[DeviceClass, ...]:
+        """Return the draft-type (client) device classes."""
+        return tuple(d for d in self.devices if d.type == "draft")
+
+    def targets(self) -> tuple[DeviceClass, ...]:
+        """Return the target pools."""
+        return tuple(d for d in self.devices if d.type == "target")
+
+    def lut_key(self, model: ModelSpec, device: DeviceClass, phase: str) -> LutKey:
+        """Return the LUT key of ``model`` running ``phase`` on ``device``."""
+        return LutKey(
+            phase=phase,
+            model=model.model_id,
+            hardware=device.hardware,
+            tensor_parallel=device.tensor_parallel,
+            pipeline_parallel=device.pipeline_parallel,
+            dtype=model.dtype,
+        )

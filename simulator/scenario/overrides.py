@@ -1,0 +1,80 @@
+"""``--set dotted.key=value`` overrides applied to a scenario document before validation."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from simulator.errors import InputError, Issue, make_issue
+
+OVERRIDE_SOURCE = "--set"
+
+
+def parse_override(text: str) -> tuple[list[str | int], Any]:
+    """Split ``a.b[0].c=value`` (or ``a.b.0.c=value``) into a path and a YAML-parsed value.
+
+    Raises:
+        ValueError: The text has no ``=`` or an empty key.
+    """
+    if "=" not in text:
+        raise ValueError("expected KEY=VALUE")
+    key, raw_value = text.split("=", 1)
+    key = key.strip().replace("[", ".").replace("]", "")
+    if not key or any(not part for part in key.split(".")):
+        raise ValueError("expected a dotted key such as scheduler.verify.batching.max_batch")
+    path: list[str | int] = [int(p) if p.isdigit() else p for p in key.split(".")]
+    value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+    return path, value
+
+
+def apply_overrides(document: Any, overrides: Sequence[str]) -> Any:
+    """Return a copy of ``document`` with every override applied.
+
+    Mappings along the path are created when missing; list indices must exist.
+
+    Raises:
+        InputError: With one issue per override that cannot be applied.
+    """
+    result = copy.deepcopy(document)
+    issues: list[Issue] = []
+    for text in overrides:
+        try:
+            path, value = parse_override(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            issues.append(
+                make_issue(OVERRIDE_SOURCE, "", text, "KEY=VALUE with a dotted key", str(exc))
+            )
+            continue
+        problem = _set_path(result, path, value)
+        if problem:
+            issues.append(make_issue(OVERRIDE_SOURCE, text.split("=", 1)[0], text, *problem))
+    if issues:
+        raise InputError(issues)
+    return result
+
+
+def _set_path(node: Any, path: list[str | int], value: Any) -> tuple[str, str] | None:
+    """Set ``value`` at ``path``; return ``(allowed, problem)`` when impossible."""
+    for depth, part in enumerate(path):
+        last = depth == len(path) - 1
+        if isinstance(node, dict):
+            key = str(part)
+            if last:
+                node[key] = value
+                return None
+            if key not in node or node[key] is None:
+                node[key] = {}
+            node = node[key]
+        elif isinstance(node, list):
+            if not isinstance(part, int) or part >= len(node):
+                return (f"an index from 0 to {len(node) - 1}", "no such list item")
+            if last:
+                node[part] = value
+                return None
+            node = node[part]
+        else:
+            return ("a path through mappings and lists", "cannot descend into a scalar")
+    return ("a non-empty key", "empty key")

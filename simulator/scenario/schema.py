@@ -1,0 +1,80 @@
+"""Assembly of the complete scenario JSON Schema.
+
+The packaged ``scenario.schema.json`` leaves two things open: the
+``workload`` section (its own file, ``workload.schema.json``) and the valid
+names of every ``policy`` key, which come from the policy registries. This
+module fills both in, inlines the ``$defs`` so defaults can be filled by a
+plain walk, and returns the finished schema.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from policies import policy_enums
+from simulator.loading import load_packaged_schema
+
+DEFAULT_POLICY: Mapping[str, str] = {
+    "prefill_batching": "fcfs",
+    "draft_scheduling": "iteration_level",
+    "verify_batching": "fcfs",
+    "routing": "round_robin",
+    "admission": "admit_all",
+    "k_control": "static",
+    "hybrid_mode": "rtt_threshold",
+}
+"""The policy each family uses when a scenario names none."""
+
+
+def _inline_refs(node: Any, defs: Mapping[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            ref = node["$ref"]
+            prefix = "#/$defs/"
+            if not isinstance(ref, str) or not ref.startswith(prefix):
+                raise ValueError(f"unsupported $ref {ref!r} in the scenario schema")
+            merged = copy.deepcopy(defs[ref[len(prefix) :]])
+            merged.update({k: v for k, v in node.items() if k != "$ref"})
+            return _inline_refs(merged, defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
+def _apply_policy_enums(node: Any, enums: Mapping[str, list[str]]) -> None:
+    if isinstance(node, dict):
+        family = node.get("x-policy-family")
+        if isinstance(family, str):
+            node["enum"] = list(enums[family])
+            node.pop("type", None)
+        lane_family = node.get("x-lane-family")
+        if isinstance(lane_family, str):
+            policy = node["properties"]["policy"]
+            policy["x-policy-family"] = lane_family
+            policy["default"] = DEFAULT_POLICY[lane_family]
+            policy["description"] = f"{lane_family} policy."
+        for value in node.values():
+            _apply_policy_enums(value, enums)
+    elif isinstance(node, list):
+        for value in node:
+            _apply_policy_enums(value, enums)
+
+
+@cache
+def _assembled() -> dict[str, Any]:
+    schema = load_packaged_schema("scenario.schema.json")
+    defs = schema.pop("$defs", {})
+    schema = _inline_refs(schema, defs)
+    schema["properties"]["workload"] = load_packaged_schema("workload.schema.json")
+    _apply_policy_enums(schema, policy_enums())
+    result: dict[str, Any] = schema
+    return result
+
+
+def scenario_schema() -> dict[str, Any]:
+    """Return a fresh copy of the complete scenario schema."""
+    return copy.deepcopy(_assembled())

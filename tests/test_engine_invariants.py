@@ -1,0 +1,198 @@
+"""Invariants of the engine: conservation, outcomes, determinism, monotonicity, fusion."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator import load_scenario, run
+from simulator.engine.tracing import ListTracer
+from simulator.outputs import write_results
+from tests.engine_fixtures import synthetic, write_scenario
+
+MODES = ("none", "distributed", "fused", "hybrid")
+
+
+def _hybrid_extra():
+    return {"speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 30}}}
+
+
+def _run(tmp_path, mode, workload, **kw):
+    extra = kw.pop("extra", {})
+    if mode == "hybrid":
+        extra = {**_hybrid_extra(), **extra}
+    path = write_scenario(tmp_path, mode=mode, workload=workload, extra=extra, **kw)
+    return run(load_scenario(path))
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    mode=st.sampled_from(MODES),
+    n=st.integers(1, 30),
+    prompt=st.integers(1, 3000),
+    output=st.integers(1, 300),
+    rate=st.floats(0.5, 50),
+    alpha=st.floats(0.0, 0.95),
+    k=st.integers(1, 8),
+    rtt=st.sampled_from([0.0, 10.0, 80.0]),
+)
+def test_token_conservation_and_single_outcome(
+    tmp_path_factory, mode, n, prompt, output, rate, alpha, k, rtt
+):
+    tmp = tmp_path_factory.mktemp("inv")
+    result = _run(
+        tmp,
+        mode,
+        synthetic(n, rate, prompt, output),
+        alpha=alpha,
+        k=k,
+        link={"src": "laptops", "dst": "pool", "rtt_ms": rtt, "bw_mbps": 50},
+        clients=3,
+        replicas=2,
+    )
+    frame = result.requests
+    assert len(frame) == n
+    assert set(frame["outcome"]) <= {"completed", "rejected", "unfinished"}
+    done = frame[frame["outcome"] == "completed"]
+    assert len(done) == n  # ample capacity: everything completes
+    assert (done["generated_tokens"] == done["output_tokens"]).all()
+    assert (frame["accepted_tokens"] <= frame["drafted_tokens"]).all()
+    speculative = frame[frame["verify_rounds"] > 0]
+    # Each round accepts at most k of k drafted: accepted <= drafted and tokens = rounds + accepted (capped).
+    assert (
+        speculative["generated_tokens"] - 1
+        <= speculative["verify_rounds"] + speculative["accepted_tokens"]
+    ).all()
+    assert (speculative["drafted_tokens"] <= speculative["verify_rounds"] * k).all()
+    if mode == "none":
+        assert (frame["verify_rounds"] == 0).all()
+    assert (done["ttft_ms"] >= done["ttft_server_ms"] - 1e-9).all()
+    assert (done["e2e_ms"] >= done["ttft_ms"] - 1e-9).all()
+    summary = result.summary
+    req = summary["requests"]
+    assert req["completed"] + req["rejected"] + req["unfinished"] == req["arrived"]
+
+
+def test_unfinished_when_stopped_early(tmp_path):
+    result = _run(tmp_path, "none", synthetic(50, 20, 500, 400), extra={"simulation.until_s": 1.0})
+    outcomes = result.requests["outcome"].value_counts().to_dict()
+    assert outcomes.get("unfinished", 0) > 0
+    assert sum(outcomes.values()) == 50
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_same_seed_gives_byte_identical_outputs(tmp_path, mode):
+    path = write_scenario(
+        tmp_path,
+        mode=mode,
+        workload=synthetic(40, 5, 300, 60),
+        link={"src": "laptops", "dst": "pool", "rtt_ms": 20, "bw_mbps": 20},
+        extra={
+            **(_hybrid_extra() if mode == "hybrid" else {}),
+            "network.jitter": {"enabled": True, "rtt_sigma_ms": 3, "bw_sigma_pct": 10},
+        },
+    )
+    first = write_results(run(load_scenario(path)), tmp_path / "a")
+    second = write_results(run(load_scenario(path)), tmp_path / "b")
+    for one, two in zip(first, second, strict=True):
+        if one.name == "run.json":
+            continue
+        assert one.read_bytes() == two.read_bytes(), one.name
+    third = run(load_scenario(path, seed=2))
+    assert third.requests["ttft_ms"].tolist() != pd.read_csv(first[1])["ttft_ms"].tolist()
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(low=st.floats(0.5, 3.0), factor=st.floats(1.05, 3.0))
+def test_compressed_arrivals_never_shorten_a_prefill_wait(tmp_path_factory, low, factor):
+    """One-token requests through a batch-1 prefill queue obey Lindley's recursion.
+
+    Dividing every arrival time by a larger ``arrival_scale`` shrinks every gap,
+    so no request may see its server-side TTFT fall. (With decodes interleaved
+    this is not a theorem: iteration alignment can shift either way.)
+    """
+    tmp = tmp_path_factory.mktemp("mono")
+    workload = synthetic(150, 10, 800, 1)
+    path = write_scenario(tmp, mode="none", workload=workload)
+    light = run(load_scenario(path, overrides=[f"workload.arrival_scale={low}"])).requests
+    heavy = run(load_scenario(path, overrides=[f"workload.arrival_scale={low * factor}"])).requests
+    light = light.sort_values("request_id")
+    heavy = heavy.sort_values("request_id")
+    gap = heavy["ttft_server_ms"].to_numpy() - light["ttft_server_ms"].to_numpy()
+    assert (gap >= -1e-6).all()
+    assert heavy["ttft_server_ms"].mean() >= light["ttft_server_ms"].mean()
+
+
+@pytest.mark.parametrize("kv", ["queue", "preempt_recompute"])
+def test_fused_iterations_equal_stepped_iterations(tmp_path, kv):
+    workload = synthetic(60, 8, 400, 120)
+    workload["synthetic"]["output_tokens"] = {"dist": "uniform", "low": 1, "high": 300}
+    base = {"scheduler.kv": {"on_full": kv}}
+    fused = _run(
+        tmp_path,
+        "none",
+        workload,
+        extra={**base, "simulation.fuse_iterations": True},
+        name="f.yaml",
+    )
+    stepped = _run(
+        tmp_path,
+        "none",
+        workload,
+        extra={**base, "simulation.fuse_iterations": False},
+        name="s.yaml",
+    )
+    cols = ["request_id", "outcome", "generated_tokens", "ttft_ms", "tpot_ms", "e2e_ms"]
+    pd.testing.assert_frame_equal(fused.requests[cols], stepped.requests[cols], rtol=1e-9)
+    assert fused.summary["energy"]["target_busy_j"] == pytest.approx(
+        stepped.summary["energy"]["target_busy_j"], rel=1e-9
+    )
+
+
+def test_event_order_log_of_one_request(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(1, 1, 100, 6),
+        link={"src": "laptops", "dst": "pool", "rtt_ms": 10, "bw_mbps": 100},
+        alpha=0.0,
+        k=2,
+    )
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    kinds = [kind for _, kind, _, _ in tracer.events]
+    assert kinds[:3] == ["arrival", "admit", "prefill_queued"]
+    assert kinds.count("draft_burst") == kinds.count("verify_start") == 5
+    assert kinds[-1] == "complete"
+    times = [t for t, *_ in tracer.events]
+    assert times == sorted(times)
+    # alpha = 0: every round yields exactly one token; 6 tokens = prefill + 5 rounds.
+    row = result.requests.iloc[0]
+    assert row["verify_rounds"] == 5 and row["accepted_tokens"] == 0
+    # Each round: draft 2 x 4 ms, upload 5 ms, verify, download 5 ms => TVT >= 10 ms + verify.
+    assert row["tvt_ms"] >= 10 + 22
+
+
+def test_summary_validates_against_its_schema(tmp_path):
+    import jsonschema
+
+    from simulator.loading import load_packaged_schema
+
+    result = _run(
+        tmp_path,
+        "hybrid",
+        synthetic(20, 5, 200, 30),
+        link={"src": "laptops", "dst": "pool", "rtt_ms": 50, "bw_mbps": 10},
+    )
+    jsonschema.validate(
+        json.loads(json.dumps(result.summary)), load_packaged_schema("summary.schema.json")
+    )
+    assert set(result.requests["mode"]) == {"fused"}  # RTT 50 ms > 30 ms threshold

@@ -1,0 +1,109 @@
+import json
+
+import pytest
+
+from simulator.errors import InputError, Issue, key_path
+from simulator.loading import fill_defaults, read_document, schema_issues
+from simulator.scenario.overrides import apply_overrides
+
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string"},
+        "rate_per_s": {"type": "number", "exclusiveMinimum": 0, "default": 1.0},
+        "mode": {"enum": ["fast", "slow"], "default": "fast"},
+        "inner": {
+            "type": "object",
+            "default": {},
+            "additionalProperties": False,
+            "properties": {"k": {"type": "integer", "default": 4}},
+        },
+        "items": {
+            "type": "array",
+            "default": [],
+            "items": {
+                "type": "object",
+                "properties": {"w": {"type": "number", "default": 2}},
+            },
+        },
+    },
+}
+
+
+def test_issue_format_names_file_key_value_and_allowed():
+    issue = Issue("s.yaml", "a.b", "3", ">= 4", "too small")
+    assert issue.format() == "s.yaml: a.b: too small (got 3; allowed: >= 4)"
+    assert key_path(["a", 0, "b"]) == "a[0].b"
+
+
+def test_input_error_needs_issues_and_renders_all():
+    with pytest.raises(ValueError):
+        InputError([])
+    err = InputError([Issue("f", "a", "1", "x"), Issue("f", "b", "2", "y")])
+    assert "2 problems" in str(err)
+    assert "f: a" in str(err) and "f: b" in str(err)
+
+
+def test_read_document_missing_and_bad_syntax(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        read_document(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\nb: 3\n")
+    with pytest.raises(InputError, match="valid YAML"):
+        read_document(bad)
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("a: 1\na: 2\n")
+    with pytest.raises(InputError, match="duplicate key"):
+        read_document(dup)
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('{"a": }')
+    with pytest.raises(InputError, match="valid JSON"):
+        read_document(bad_json)
+
+
+def test_schema_issues_unknown_key_did_you_mean(tmp_path):
+    issues = schema_issues({"name": "x", "rate_per_sec": 2}, SCHEMA, tmp_path / "f.yaml")
+    assert len(issues) == 1
+    assert issues[0].key_path == "rate_per_sec"
+    assert "did you mean 'rate_per_s'" in issues[0].problem
+
+
+def test_schema_issues_collects_every_problem(tmp_path):
+    doc = {"rate_per_s": -1, "mode": "fsat", "inner": {"k": "four"}, "extra": 1}
+    issues = schema_issues(doc, SCHEMA, tmp_path / "f.yaml")
+    paths = {i.key_path for i in issues}
+    assert paths == {"name", "rate_per_s", "mode", "inner.k", "extra"}
+    mode = next(i for i in issues if i.key_path == "mode")
+    assert "did you mean 'fast'" in mode.problem
+    assert "'fast', 'slow'" in mode.allowed
+
+
+def test_schema_issues_rejects_nan(tmp_path):
+    issues = schema_issues({"name": "x", "rate_per_s": float("nan")}, SCHEMA, tmp_path / "f")
+    assert any(i.value == "NaN" and i.key_path == "rate_per_s" for i in issues)
+
+
+def test_fill_defaults_recurses_and_does_not_mutate():
+    doc = {"name": "x", "items": [{}, {"w": 5}]}
+    filled = fill_defaults(doc, SCHEMA)
+    assert filled == {
+        "name": "x",
+        "rate_per_s": 1.0,
+        "mode": "fast",
+        "inner": {"k": 4},
+        "items": [{"w": 2}, {"w": 5}],
+    }
+    assert doc == {"name": "x", "items": [{}, {"w": 5}]}
+
+
+def test_overrides_set_nested_values_and_report_bad_ones():
+    doc = {"a": {"b": 1}, "lst": [{"x": 1}]}
+    out = apply_overrides(doc, ["a.b=2", "a.c.d=[1, 2]", "lst.0.x=3.5", "lst[0].y=true"])
+    assert out == {"a": {"b": 2, "c": {"d": [1, 2]}}, "lst": [{"x": 3.5, "y": True}]}
+    assert doc["a"]["b"] == 1
+    with pytest.raises(InputError) as info:
+        apply_overrides(doc, ["noequals", "lst.4.x=1", "a.b.c=1"])
+    assert len(info.value.issues) == 3
+    assert json.dumps([i.file for i in info.value.issues]) == '["--set", "--set", "--set"]'
