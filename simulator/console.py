@@ -14,11 +14,13 @@ def headline_table(summary: dict[str, Any]) -> str:
     req = summary["requests"]
     lat = summary["latency_ms"]
     spec = summary["speculation"]
+    reasons = ", ".join(f"{k} {v}" for k, v in req["rejected_by_reason"].items())
+    rejected = f"{req['rejected']} ({reasons})" if reasons else str(req["rejected"])
     lines = [
         f"scenario {summary['scenario_id']} (mode {summary['mode']}, seed {summary['seed']}, "
         f"{summary['simulated_s']:.1f} s simulated)",
         f"requests   arrived {req['arrived']}  completed {req['completed']}  "
-        f"rejected {req['rejected']}  unfinished {req['unfinished']}",
+        f"rejected {rejected}  unfinished {req['unfinished']}",
         f"{'latency (ms)':<12} {'mean':>9} {'p50':>9} {'p90':>9} {'p99':>9}",
     ]
     for name in ("ttft", "tpot", "tvt", "e2e"):

@@ -75,7 +75,12 @@ class InputError(Exception):
         self.issues: tuple[Issue, ...] = tuple(issues)
         if not self.issues:
             raise ValueError("InputError needs at least one Issue")
-        super().__init__(self.render())
+        # ``args`` holds the issues so that ``type(exc)(*exc.args)`` (which
+        # SimPy uses to re-raise a failure from inside a process) rebuilds it.
+        super().__init__(self.issues)
+
+    def __str__(self) -> str:
+        return self.render()
 
     def render(self) -> str:
         """Return all issues, one per line."""

@@ -196,3 +196,20 @@ def test_summary_validates_against_its_schema(tmp_path):
         json.loads(json.dumps(result.summary)), load_packaged_schema("summary.schema.json")
     )
     assert set(result.requests["mode"]) == {"fused"}  # RTT 50 ms > 30 ms threshold
+
+
+def test_requests_beyond_the_context_window_are_rejected(tmp_path):
+    """The fixture LUTs end at context 131072 tokens.
+
+    131045 + 20 = 131065 tokens fit plain decoding; speculation also reserves
+    k_max = 8 draft tokens (131073), which does not fit.
+    """
+    workload = synthetic(3, 1.0, 131045, 20)
+    outcomes = {}
+    for mode in ("none", "distributed"):
+        path = write_scenario(tmp_path, mode=mode, workload=workload, name=f"{mode}.yaml")
+        result = run(load_scenario(path))
+        outcomes[mode] = result.requests["reason"].tolist()
+        rejected = result.summary["requests"]["rejected_by_reason"]
+        assert rejected == ({"context_window": 3} if mode == "distributed" else {})
+    assert outcomes == {"none": ["", "", ""], "distributed": ["context_window"] * 3}

@@ -107,3 +107,13 @@ def test_overrides_set_nested_values_and_report_bad_ones():
         apply_overrides(doc, ["noequals", "lst.4.x=1", "a.b.c=1"])
     assert len(info.value.issues) == 3
     assert json.dumps([i.file for i in info.value.issues]) == '["--set", "--set", "--set"]'
+
+
+def test_input_error_survives_being_rebuilt_from_its_args():
+    """SimPy re-raises a process failure as ``type(exc)(*exc.args)``."""
+    from simulator.errors import InputError, make_issue
+
+    original = InputError([make_issue("f.csv", "row 3", float("nan"), "a number")])
+    rebuilt = type(original)(*original.args)
+    assert rebuilt.issues == original.issues
+    assert str(rebuilt) == original.render()

@@ -353,6 +353,9 @@ class Engine:
             now, "admit", f"request {req.request_id}", f"replica {replica.index} mode {req.mode}"
         )
         kind = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}[req.mode]
+        if self._exceeds_context_window(req, replica, kind):
+            self.reject_on_replica(req, "context_window")
+            return
         arrive_s = self._send(
             req,
             replica,
@@ -362,6 +365,20 @@ class Engine:
         self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
         if req.mode == "distributed":
             self._device(req.origin, req.device).admit(req)
+
+    def _exceeds_context_window(self, req: RequestState, replica: TargetReplica, kind: str) -> bool:
+        """Whether the request's longest context is beyond a model's LUT range.
+
+        The longest context is prompt + output, plus ``k_max`` draft tokens
+        when it speculates. LUT grids end at the model's context window, so a
+        request past it could not be served by that model at all.
+        """
+        reserve = self.scenario.speculation.k_max if req.mode != "none" else 0
+        needed = req.prompt_tokens + req.output_tokens + reserve
+        window = replica.costs.context_window(kind)
+        if req.mode == "distributed":
+            window = min(window, self._device(req.origin, req.device).context_window)
+        return needed > window
 
     def _candidate_replicas(self, req: RequestState) -> list[TargetReplica]:
         if not req.origin:

@@ -94,6 +94,11 @@ class PhaseCost:
         """Return ``(latency_s, energy_j)`` of one iteration."""
         return self.curve(microbatch, fanout_k).at(context)
 
+    @property
+    def context_window(self) -> float:
+        """Largest context the LUT covers for this key (its model's window)."""
+        return self.context_axis[-1]
+
     def kv_mb_per_token(self) -> float:
         """KV cache one token of context occupies, from the LUT's ``kv_delta_mb``."""
         context = self.context_axis[0]

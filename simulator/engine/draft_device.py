@@ -57,6 +57,7 @@ class DraftDevice:
         self.max_concurrent = max_concurrent
         self.thermal = thermal
         self.availability = availability
+        self.context_window = min(prefill.context_window, draft.context_window)
         self.active: list[RequestState] = []
         self.waiting: list[RequestState] = []
         self.prefill_jobs: list[RequestState] = []

@@ -57,6 +57,11 @@ class ReplicaCosts:
         self.prefill = {VERIFY: prefill_verifier, DECODE: prefill_verifier, FUSED: prefill_fused}
         self.step = {DECODE: decode, VERIFY: verify, FUSED: fused}
 
+    def context_window(self, kind: str) -> float:
+        """Longest context the LUTs of work ``kind`` cover (prefill and step)."""
+        costs = (self.prefill[kind], self.step[kind])
+        return min(cost.context_window for cost in costs if cost is not None)
+
 
 class TargetReplica:
     """One replica of a target pool (see the module docstring)."""

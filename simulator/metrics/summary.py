@@ -131,6 +131,12 @@ def summarise(
             "measured": len(measured),
             "completed": int((frame["outcome"] == "completed").sum()),
             "rejected": int((frame["outcome"] == "rejected").sum()),
+            "rejected_by_reason": {
+                str(reason): int(count)
+                for reason, count in sorted(
+                    frame.loc[frame["outcome"] == "rejected", "reason"].value_counts().items()
+                )
+            },
             "unfinished": int((frame["outcome"] == "unfinished").sum()),
         },
         "latency_ms": {name: _stats(completed[column]) for name, column in LATENCY_COLUMNS.items()},
