@@ -29,13 +29,18 @@ LatencyFn = Callable[[float, float, int], float]
 
 
 def write_lut(
-    path: Path, model: str, hardware: str, phases: dict[str, LatencyFn], tp: int = 1
+    path: Path,
+    model: str,
+    hardware: str,
+    phases: dict[str, LatencyFn],
+    tp: int = 1,
+    contexts: tuple[int, ...] = CONTEXT_AXIS,
 ) -> Path:
     """Write a LUT whose latency for each phase is ``phases[phase](context, batch, k)`` ms."""
     rows: list[dict[str, Any]] = []
     for phase, latency in phases.items():
         ks = K_AXIS if phase in ("verify", "fused_decode") else (1,)
-        for context in CONTEXT_AXIS:
+        for context in contexts:
             for batch in BATCH_AXIS:
                 for k in ks:
                     if phase == "prefill":

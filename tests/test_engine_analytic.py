@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from simulator import load_scenario, run
-from tests.engine_fixtures import constant, synthetic, write_scenario
+from simulator.engine.costs import PhaseCost
+from simulator.lut import LutKey, LutManager, load_lut
+from tests.engine_fixtures import constant, synthetic, write_lut, write_scenario
 
 
 def leviathan_tokens_per_verify(alpha: float, k: int) -> float:
@@ -88,3 +90,21 @@ def test_prefill_only_queue_matches_pollaczek_khinchine(tmp_path):
     assert rho == pytest.approx(0.525, abs=0.02)
     # 10,000 customers at rho ~ 0.52 leave a few per cent of sampling noise.
     assert wait_ms.mean() == pytest.approx(expected_wait_ms, rel=0.06)
+
+
+def test_context_curve_step_sums_match_one_by_one(tmp_path):
+    """Summed draft iterations equal adding them one by one, across grid segments too."""
+    path = write_lut(
+        tmp_path / "lut.csv",
+        "m",
+        "hw",
+        {"draft_decode": lambda c, b, _k: 3.0 + c**0.5 + 0.5 * b},
+        contexts=(1, 16, 128, 1024),
+    )
+    key = LutKey("draft_decode", "m", "hw", 1, 1, "fp16")
+    curve = PhaseCost(LutManager([load_lut(path)]), key, "raise").curve(1)
+    for context, steps in ((1.0, 5), (10.0, 8), (120.5, 13), (1000.0, 25), (1024.0, 1)):
+        one_by_one = [curve.at(context + s) for s in range(steps)]
+        lat, energy = curve.sum_steps(context, steps)
+        assert lat == pytest.approx(sum(p[0] for p in one_by_one), rel=1e-12)
+        assert energy == pytest.approx(sum(p[1] for p in one_by_one), rel=1e-12)

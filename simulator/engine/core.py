@@ -247,12 +247,19 @@ class Engine:
         return self.scenario.network.link_between(req.origin, replica.pool)
 
     def _send(
-        self, req: RequestState, replica: TargetReplica, direction: int, nbytes: float
+        self,
+        req: RequestState,
+        replica: TargetReplica,
+        direction: int,
+        nbytes: float,
+        sent_s: float | None = None,
     ) -> float:
+        """Hand ``nbytes`` to the request's link at ``sent_s`` (default now); return arrival."""
+        sent = self.env.now if sent_s is None else sent_s
         link = self._link(req, replica)
         if link is None:
-            return self.env.now
-        return self.network.transfer(link, req.device, direction, nbytes, self.env.now)
+            return sent
+        return self.network.transfer(link, req.device, direction, nbytes, sent)
 
     def choose_k(self, req: RequestState, replica: TargetReplica | None) -> None:
         """Ask the k controller for the request's next draft length."""
@@ -462,12 +469,12 @@ class Engine:
         self._outstanding -= 1
         self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
 
-    def send_bundle(self, req: RequestState, device: DraftDevice) -> None:
-        """The device finished drafting: upload the speculative bundle."""
+    def send_bundle(self, req: RequestState, device: DraftDevice, sent_s: float) -> None:
+        """The device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
         replica = self.replicas[req.replica]
-        req.round_sent_s = self.env.now
+        req.round_sent_s = sent_s
         nbytes = req.k * self.scenario.network.payload.bytes_per_draft_token
-        arrive_s = self._send(req, replica, UPLINK, nbytes)
+        arrive_s = self._send(req, replica, UPLINK, nbytes, sent_s)
         self._at(arrive_s, lambda: replica.enqueue_step(req, VERIFY))
 
     def on_verified(

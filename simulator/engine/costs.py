@@ -63,6 +63,28 @@ class ContextCurve:
         energy = self._energy[i] + w * (self._energy[i + 1] - self._energy[i])
         return lat, energy
 
+    def sum_steps(self, context: float, steps: int) -> tuple[float, float]:
+        """Return the summed ``(latency_s, energy_j)`` of ``steps`` iterations.
+
+        Iteration ``s`` (from 0) runs at context ``context + s``. Inside one
+        linear segment of the grid the sum is ``steps`` times the value at the
+        middle context, exactly; otherwise the iterations are added one by one.
+        """
+        xs = self._xs
+        last = context + steps - 1
+        if len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
+            i = bisect_right(xs, context) - 1
+            if i < len(xs) - 1 and last <= xs[i + 1]:
+                lat, energy = self.at(context + (steps - 1) / 2.0)
+                return lat * steps, energy * steps
+        total_lat = 0.0
+        total_energy = 0.0
+        for step in range(steps):
+            lat, energy = self.at(context + step)
+            total_lat += lat
+            total_energy += energy
+        return total_lat, total_energy
+
 
 class PhaseCost:
     """Iteration costs of one LUT key (phase, model, hardware, parallelism, dtype)."""

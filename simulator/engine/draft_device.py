@@ -8,6 +8,14 @@ active requests is batched iteration by iteration (Orca style) by the
 ``scheduler.draft`` policy: a burst runs ``max k`` draft iterations and each
 request leaves the burst after its own ``k``-th token.
 
+The device is driven by callbacks, not a SimPy process: when it starts a
+burst it knows when each request's ``k``-th token is done, so it hands each
+bundle to the network at that (future) instant right away and schedules no
+event of its own unless more work is waiting. A round therefore costs two
+events on the device side (result arrival, bundle arrival) instead of a
+process wake-up per step. The device's busy time and energy are booked when
+a burst or prefill starts.
+
 Thermal throttling: once a device has been busy for ``throttle_after_s``
 (counting busy time since it last rested idle for at least that long), its
 iterations take ``1 / throttle_factor`` times as long and use as much more
@@ -18,8 +26,7 @@ until the device is available.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import simpy
 
@@ -68,8 +75,8 @@ class DraftDevice:
         self.energy_j = 0.0
         self._heat_s = 0.0
         self._last_end_s = -INF
-        self._wakeup: simpy.Event | None = None
-        self.process = self.env.process(self._loop())
+        self._busy_until = -INF
+        self._wakes: set[float] = set()
 
     # -- request life on the device -----------------------------------------
     def admit(self, req: RequestState) -> None:
@@ -116,10 +123,46 @@ class DraftDevice:
         self.draft_jobs.append(req)
         self._poke()
 
-    # -- the device's work loop ---------------------------------------------
+    # -- the device's work ----------------------------------------------------
     def _poke(self) -> None:
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.succeed()
+        """New work was queued: start it now, or when the device is free."""
+        if self.env.now < self._busy_until:
+            self._wake_at(self._busy_until)
+        else:
+            self._try_start()
+
+    def _wake_at(self, time_s: float) -> None:
+        """Re-examine the queues at ``time_s`` (one timer per distinct instant)."""
+        if time_s in self._wakes:
+            return
+        self._wakes.add(time_s)
+        timer = self.env.timeout(max(0.0, time_s - self.env.now))
+        timer.callbacks.append(lambda _event: self._on_wake(time_s))
+
+    def _on_wake(self, time_s: float) -> None:
+        self._wakes.discard(time_s)
+        self._try_start()
+
+    def _try_start(self) -> None:
+        env = self.env
+        now = env.now
+        if now < self._busy_until:
+            self._wake_at(self._busy_until)
+            return
+        if not self.prefill_jobs and not self.draft_jobs:
+            return
+        start = self.availability.next_available_s(now)
+        if start > now:
+            self._wake_at(start)
+            return
+        if self.prefill_jobs:
+            self._start_prefill(self.prefill_jobs.pop(0))
+            return
+        batch, wake_at = self._select_drafts()
+        if batch:
+            self._start_burst(batch)
+        elif wake_at is not None:
+            self._wake_at(wake_at)
 
     def _speed_factor(self, now_s: float) -> float:
         """Throughput factor of the next job: ``throttle_factor`` when hot, else 1."""
@@ -132,97 +175,82 @@ class DraftDevice:
             self._heat_s = 0.0
         return thermal.throttle_factor if self._heat_s >= thermal.throttle_after_s else 1.0
 
-    def _loop(self) -> Generator[simpy.Event, Any, None]:
-        env = self.env
-        while True:
-            if not self.prefill_jobs and not self.draft_jobs:
-                self._wakeup = env.event()
-                yield self._wakeup
-                self._wakeup = None
-                continue
-            start = self.availability.next_available_s(env.now)
-            if start > env.now:
-                yield env.timeout(start - env.now)
-            if self.prefill_jobs:
-                yield from self._run_prefill(self.prefill_jobs.pop(0))
-            else:
-                batch, wake_at = self._select_drafts()
-                if not batch:
-                    if wake_at is not None:
-                        timer = env.timeout(max(0.0, wake_at - env.now))
-                        timer.callbacks.append(lambda _event: self._poke())
-                    self._wakeup = env.event()
-                    yield self._wakeup
-                    self._wakeup = None
-                    continue
-                yield from self._run_burst(batch)
-
     def _select_drafts(self) -> tuple[list[RequestState], float | None]:
         items = [QueuedItem(r.request_id, r.ready_s, INF, r.context, r.k) for r in self.draft_jobs]
         choice = self.engine.lanes["draft"].select(items, self.env.now)
         if not choice.take:
             return [], choice.wake_at_s
         chosen = [self.draft_jobs[i] for i in choice.take[: self.max_concurrent]]
-        keep = {id(r) for r in chosen}
-        self.draft_jobs = [r for r in self.draft_jobs if id(r) not in keep]
+        if len(chosen) == len(self.draft_jobs):
+            self.draft_jobs = []
+        else:
+            keep = {id(r) for r in chosen}
+            self.draft_jobs = [r for r in self.draft_jobs if id(r) not in keep]
         return chosen, None
 
-    def _run_prefill(self, req: RequestState) -> Generator[simpy.Event, Any, None]:
-        env = self.env
-        factor = self._speed_factor(env.now)
+    def _start_prefill(self, req: RequestState) -> None:
+        now = self.env.now
+        factor = self._speed_factor(now)
         latency_s, energy_j = self.prefill_cost.at(req.prompt_tokens, 1, 1)
         latency_s /= factor
         energy_j /= factor
-        yield env.timeout(latency_s)
-        self._account(latency_s, energy_j)
+        self._book(now, latency_s, energy_j)
         req.draft_energy_j += energy_j
+        timer = self.env.timeout(latency_s)
+        timer.callbacks.append(lambda _event: self._prefill_done(req))
+
+    def _prefill_done(self, req: RequestState) -> None:
         self.ready_prefilled.add(req.request_id)
         self._maybe_round(req)
+        self._try_start()
 
-    def _run_burst(self, batch: list[RequestState]) -> Generator[simpy.Event, Any, None]:
+    def _start_burst(self, batch: list[RequestState]) -> None:
         """Draft ``k`` tokens for each request, iteration by iteration."""
-        env = self.env
-        start = env.now
+        start = self.env.now
         factor = self._speed_factor(start)
-        steps = max(req.k for req in batch)
-        offset = 0.0
-        total_energy = 0.0
-        done_at: dict[int, float] = {}
-        for step in range(1, steps + 1):
-            members = [req for req in batch if req.k >= step]
-            n = len(members)
-            context = sum(req.context for req in members) / n + (step - 1)
-            latency_s, energy_j = self.draft_cost.at(context, n, 1)
-            latency_s /= factor
-            energy_j /= factor
-            offset += latency_s
-            total_energy += energy_j
-            for req in members:
-                req.draft_energy_j += energy_j / n
-                if req.k == step:
-                    done_at[req.request_id] = offset
-        for req in batch:
-            delay = done_at[req.request_id]
-            timer = env.timeout(delay)
-            timer.callbacks.append(self._bundle_callback(req))
+        curve_at = self.draft_cost.at
+        if len(batch) == 1:
+            req = batch[0]
+            offset, total_energy = self.draft_cost.curve(1).sum_steps(req.context, req.k)
+            offset /= factor
+            total_energy /= factor
+            req.draft_energy_j += total_energy
+            done: list[tuple[float, RequestState]] = [(offset, req)]
+            steps = req.k
+        else:
+            steps = max(req.k for req in batch)
+            offset = 0.0
+            total_energy = 0.0
+            done = []
+            for step in range(1, steps + 1):
+                members = [req for req in batch if req.k >= step]
+                n = len(members)
+                context = sum(req.context for req in members) / n + (step - 1)
+                latency_s, energy_j = curve_at(context, n, 1)
+                latency_s /= factor
+                energy_j /= factor
+                offset += latency_s
+                total_energy += energy_j
+                for req in members:
+                    req.draft_energy_j += energy_j / n
+                    if req.k == step:
+                        done.append((offset, req))
+        self._book(start, offset, total_energy)
         self.engine.tracer.event(
             start, "draft_burst", f"device {self.pool}/{self.index}", f"n={len(batch)} k={steps}"
         )
-        yield env.timeout(offset)
-        self._account(offset, total_energy)
+        for done_after_s, req in done:
+            self.engine.send_bundle(req, self, start + done_after_s)
+        if self.prefill_jobs or self.draft_jobs:
+            self._wake_at(self._busy_until)
 
-    def _bundle_callback(self, req: RequestState) -> Callable[[simpy.Event], None]:
-        def send(_event: simpy.Event) -> None:
-            self.engine.send_bundle(req, self)
-
-        return send
-
-    def _account(self, latency_s: float, energy_j: float) -> None:
-        now = self.env.now
+    def _book(self, start_s: float, latency_s: float, energy_j: float) -> None:
+        """Book a job from ``start_s`` to ``start_s + latency_s``: busy time, heat, energy."""
         cool_s = self.thermal.throttle_after_s if self.thermal is not None else None
-        if cool_s is not None and now - latency_s - self._last_end_s >= cool_s:
+        if cool_s is not None and start_s - self._last_end_s >= cool_s:
             self._heat_s = 0.0
         self._heat_s += latency_s
-        self._last_end_s = now
+        self._last_end_s = start_s + latency_s
+        self._busy_until = start_s + latency_s
         self.busy_s += latency_s
         self.energy_j += energy_j
