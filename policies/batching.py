@@ -63,6 +63,9 @@ NO_PARAMS_SCHEMA: Mapping[str, Any] = {
 }
 
 
+_TAKE_FIRST = BatchChoice((0,))
+
+
 class SizeTimeoutBatcher:
     """First come, first served with a size/timeout rule.
 
@@ -84,6 +87,12 @@ class SizeTimeoutBatcher:
         if not waiting:
             return BatchChoice(())
         limits = self.limits
+        if len(waiting) == 1:
+            # The common case on a lightly loaded lane, without the sorting.
+            due_s = waiting[0].enqueued_s + limits.max_wait_ms / 1000.0
+            if limits.max_batch > 1 and now_s < due_s:
+                return BatchChoice((), wake_at_s=due_s)
+            return _TAKE_FIRST
         oldest_s = min(item.enqueued_s for item in waiting)
         due_s = oldest_s + limits.max_wait_ms / 1000.0
         if len(waiting) < limits.max_batch and now_s < due_s:

@@ -31,3 +31,18 @@ def test_unknown_stream_and_bad_seed_rejected():
         RandomStreams(1).get("weather")
     with pytest.raises(ValueError):
         RandomStreams(-1)
+
+
+def test_buffered_draws_are_reproducible_and_distributed():
+    from simulator.rng import BufferedDraws, RandomStreams
+
+    one = BufferedDraws(RandomStreams(3).get("jitter"), block=7)
+    two = BufferedDraws(RandomStreams(3).get("jitter"), block=7)
+    first = [(one.random(), one.standard_normal()) for _ in range(20)]
+    assert first == [(two.random(), two.standard_normal()) for _ in range(20)]
+    many = BufferedDraws(RandomStreams(4).get("jitter"))
+    uniforms = [many.random() for _ in range(20000)]
+    normals = [many.standard_normal() for _ in range(20000)]
+    assert min(uniforms) >= 0.0 and max(uniforms) < 1.0
+    assert abs(sum(uniforms) / 20000 - 0.5) < 0.01
+    assert abs(sum(normals) / 20000) < 0.03

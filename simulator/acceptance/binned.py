@@ -20,6 +20,7 @@ import numpy as np
 
 from simulator.acceptance.grid import BinGrid
 from simulator.acceptance.info import CurveInfo
+from simulator.acceptance.protocol import UniformSource
 
 
 class _Keyed(Protocol):
@@ -133,7 +134,7 @@ class BinnedModel(Generic[BinT]):
         return self._prepare(k, context_len, temperature).expected + 1.0
 
     def sample_accepted(
-        self, k: int, context_len: int, rng: np.random.Generator, temperature: float = 0.0
+        self, k: int, context_len: int, rng: UniformSource, temperature: float = 0.0
     ) -> int:
         """Draw A in ``0..k`` for one verify round, using exactly one ``rng.random()``."""
         prepared = self._prepared.get((k, context_len, temperature))

@@ -7,6 +7,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 
+class UniformSource(Protocol):
+    """A source of uniform draws: a numpy ``Generator`` or ``simulator.rng.BufferedDraws``."""
+
+    def random(self) -> float:
+        """Return one uniform draw in [0, 1)."""
+        ...
+
+
 @runtime_checkable
 class AcceptanceModel(Protocol):
     """How many of ``k`` drafted tokens the target accepts in one verify round.
@@ -37,7 +45,7 @@ class AcceptanceModel(Protocol):
         ...
 
     def sample_accepted(
-        self, k: int, context_len: int, rng: np.random.Generator, temperature: float = 0.0
+        self, k: int, context_len: int, rng: UniformSource, temperature: float = 0.0
     ) -> int:
         """Draw A for one verify round, using exactly one ``rng.random()``."""
         ...

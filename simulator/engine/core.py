@@ -39,7 +39,7 @@ from simulator.engine.target import DECODE, FUSED, VERIFY, ReplicaCosts, TargetR
 from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Tracer
 from simulator.errors import InputError, make_issue
-from simulator.rng import RandomStreams
+from simulator.rng import BufferedDraws, RandomStreams
 from simulator.scenario.model import DeviceClass, Link, ModelSpec, PolicyChoice, Scenario
 from simulator.workload import RequestTable
 
@@ -125,7 +125,7 @@ class Engine:
         self.fuse_iterations = scenario.simulation.fuse_iterations
         self.kv_policy = scenario.scheduler.kv_on_full
         self.k_reserve = (spec.k_max + 1) if spec.mode != "none" else 0
-        self.acceptance_rng = streams.get("acceptance")
+        self.acceptance_rng = BufferedDraws(streams.get("acceptance"))
         self.device_rng = streams.get("devices")
         self.network = Network(scenario.network.jitter, streams.get("jitter"))
         sched = scenario.scheduler

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.rng import BufferedDraws
 from simulator.scenario.model import JitterSpec, Link
 
 BITS_PER_BYTE = 8.0
@@ -40,7 +41,9 @@ class Network:
 
     def __init__(self, jitter: JitterSpec, rng: np.random.Generator) -> None:
         self.jitter = jitter
-        self.rng = rng
+        self.draws = BufferedDraws(rng)
+        self._rtt_sigma_s = jitter.rtt_sigma_ms / 1000.0 if jitter.enabled else 0.0
+        self._bw_sigma = jitter.bw_sigma_pct / 100.0 if jitter.enabled else 0.0
         self._busy_until: dict[tuple[str, str, int, int], float] = {}
         self.counters: dict[tuple[str, str], LinkCounters] = {}
 
@@ -63,20 +66,18 @@ class Network:
         """
         rtt_s = link.rtt_ms / 1000.0
         bandwidth_bps = link.bw_mbps * 1e6
-        if self.jitter.enabled:
-            rng = self.rng
-            if self.jitter.rtt_sigma_ms > 0:
-                rtt_s = max(0.0, rtt_s + rng.normal(0.0, self.jitter.rtt_sigma_ms / 1000.0))
-            if self.jitter.bw_sigma_pct > 0:
-                factor = 1.0 + rng.normal(0.0, self.jitter.bw_sigma_pct / 100.0)
-                bandwidth_bps *= max(MIN_BANDWIDTH_FRACTION, factor)
+        if self._rtt_sigma_s > 0:
+            rtt_s = max(0.0, rtt_s + self._rtt_sigma_s * self.draws.standard_normal())
+        if self._bw_sigma > 0:
+            factor = 1.0 + self._bw_sigma * self.draws.standard_normal()
+            bandwidth_bps *= max(MIN_BANDWIDTH_FRACTION, factor)
         serialise_s = nbytes * BITS_PER_BYTE / bandwidth_bps
         queue_key = (link.src, link.dst, instance, direction)
         start_s = max(now_s, self._busy_until.get(queue_key, 0.0))
         done_s = start_s + serialise_s
         counters = self.counters.setdefault((link.src, link.dst), LinkCounters())
         if link.loss_pct > 0:
-            while self.rng.random() < link.loss_pct / 100.0:
+            while self.draws.random() < link.loss_pct / 100.0:
                 counters.retransmissions += 1
                 done_s += rtt_s + serialise_s
         self._busy_until[queue_key] = done_s
