@@ -311,6 +311,7 @@ class TargetReplica:
         for req in batch:
             req.target_energy_j += share
             req.generated += done
+            req.ready_s = now
             if grow:
                 self.kv.allocate(done * per_token, now)
                 req.kv_mb += done * per_token
@@ -368,6 +369,7 @@ class TargetReplica:
                 if kind == FUSED:
                     self.engine.on_finished_server(self, req, now)
             elif kind == FUSED:
+                req.ready_s = now
                 self.decode_q[FUSED].append(req)
             if kind == VERIFY:
                 self.engine.on_verified(self, req, gained, now)
