@@ -1,0 +1,38 @@
+"""The documents say what the code does: README set-up commands, SCENARIO.md freshness."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _setup_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Set up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+
+
+def test_readme_has_exactly_two_setup_commands_that_point_at_real_things():
+    install, tests = _setup_commands()
+    assert 'pip install -e ".[test]"' in install
+    example = install.split("simulate ", 1)[1].split()[0]
+    assert (ROOT / example).is_file()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = tests.split("&&", 1)[1].strip()
+    assert test_command.startswith("python -m pytest")
+    assert test_command in ci
+
+
+def test_scenario_reference_and_example_are_up_to_date():
+    done = subprocess.run(
+        [sys.executable, "scripts/update_docs.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr

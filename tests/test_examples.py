@@ -1,0 +1,82 @@
+"""The shipped example and benchmark scenarios: valid, runnable, and stable.
+
+Golden figures live in ``tests/golden/examples.json``; after an intended
+change of behaviour, refresh them with ``python -m tests.golden`` and review
+the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.acceptance import load_acceptance_model
+from simulator.validate import validate_file
+from tests.golden.runs import EXAMPLES, GOLDEN_FILE, ROOT, TEST_SIZE, key_figures, run_example
+
+SCENARIO_FILES = sorted((ROOT / "scenarios").rglob("*.yaml"))
+GOLDEN = json.loads(GOLDEN_FILE.read_text(encoding="utf-8"))
+
+
+def test_every_example_has_golden_figures():
+    names = {path.stem for path in EXAMPLES.glob("*.yaml")}
+    assert names == set(TEST_SIZE) == set(GOLDEN)
+    # The issue's four kinds: mobile-to-cloud, low-RTT fused vs distributed, hybrid, none.
+    assert {"mobile_cloud_distributed", "low_rtt_fused", "low_rtt_distributed"} <= names
+    assert {"hybrid_mix", "none_baseline"} <= names
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_scenario_file_validates(path):
+    verdict = validate_file(path)
+    assert verdict.ok, verdict
+
+
+def test_validate_script_accepts_the_scenarios_directory():
+    done = subprocess.run(
+        [sys.executable, "scripts/validate_scenario.py", "scenarios"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("OK ") == len(SCENARIO_FILES)
+
+
+@pytest.mark.parametrize("name", sorted(TEST_SIZE))
+def test_example_matches_its_golden_figures(name):
+    figures = key_figures(run_example(name))
+    expected = GOLDEN[name]
+    assert figures.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, float):
+            assert figures[key] == pytest.approx(value, rel=1e-6), key
+        else:
+            assert figures[key] == value, key
+
+
+def _expected_acceptance_rate(curve: Path, k: int) -> float:
+    model = load_acceptance_model(curve)
+    return model.expected_accepted(k, 512) / k
+
+
+@pytest.mark.parametrize(
+    "name", ["mobile_cloud_distributed", "low_rtt_distributed", "low_rtt_fused", "hybrid_mix"]
+)
+def test_speculative_examples_accept_what_their_curve_predicts(name):
+    """Every example speculates with k = 4 on the Spec-Bench SpS Vicuna-7B curve."""
+    expected = _expected_acceptance_rate(ROOT / "acceptance" / "sps_vicuna-7b.yaml", 4)
+    measured = GOLDEN[name]["acceptance_rate"]
+    assert measured == pytest.approx(expected, rel=0.03)
+
+
+def test_none_baseline_speculates_nothing_and_fused_has_no_network_rounds():
+    assert GOLDEN["none_baseline"]["verify_steps"] == 0
+    assert GOLDEN["none_baseline"]["tvt_p50_ms"] is None
+    assert GOLDEN["low_rtt_fused"]["tvt_p50_ms"] is None
+    assert GOLDEN["low_rtt_distributed"]["tvt_p50_ms"] > 0
