@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from simulator import load_scenario, run
 from simulator.engine.tracing import ListTracer
 from simulator.outputs import write_results
+from simulator.runner import build_requests
 from tests.engine_fixtures import synthetic, write_scenario
 
 MODES = ("none", "distributed", "fused", "hybrid")
@@ -245,3 +246,32 @@ def test_hybrid_lanes_share_the_replica(tmp_path):
     # starved behind the fused stream it took seconds.
     assert tpot["distributed"] < 3 * tpot["fused"]
     assert frame.loc[frame["mode"] == "distributed", "tvt_ms"].max() < 500
+
+
+@pytest.mark.parametrize("mode", ["none", "distributed", "fused"])
+def test_what_if_window_continues_from_a_snapshot(tmp_path, mode):
+    """Stop a run at 2 s, then run a 3 s window from its state and the next arrivals."""
+    path = write_scenario(tmp_path, mode=mode, workload=synthetic(80, 20, 300, 60), clients=5)
+    scenario = load_scenario(path)
+    table = build_requests(scenario)
+    first = run(scenario, requests=table, until_s=2.0)
+    state = first.output.in_flight
+    assert state, "the snapshot should hold admitted, unfinished requests"
+    assert {item.request_id for item in state} <= set(
+        first.requests.loc[first.requests["outcome"] == "unfinished", "request_id"]
+    )
+    window = table.window(2.0, 5.0)
+    assert window.request_id[0] == int((table.arrival_s < 2.0).sum())
+    one = run(scenario, requests=window, in_flight=state, until_s=3.0)
+    two = run(scenario, requests=window, in_flight=state, until_s=3.0)
+    assert one.summary == two.summary
+    frame = one.requests
+    assert frame["request_id"].is_unique
+    assert set(frame["request_id"]) == {i.request_id for i in state} | set(window.request_id)
+    carried = frame[frame["request_id"].isin([i.request_id for i in state])]
+    assert (carried["outcome"] != "rejected").all()
+    # Tokens made before the window are not made again.
+    before = {i.request_id: i.generated for i in state}
+    for row in carried.itertuples():
+        assert row.generated_tokens >= before[row.request_id]
+        assert row.generated_tokens <= row.output_tokens

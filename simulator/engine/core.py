@@ -58,11 +58,12 @@ class InFlight:
         request_id: Its id.
         prompt_tokens: Prompt length.
         output_tokens: Requested output length.
-        generated: Output tokens already produced (>= 1).
+        generated: Output tokens already produced (0: still waiting for prefill).
         slo_class: Its SLO class.
         origin: Its client device class ("" if none).
-        replica: Global index of the replica holding its KV.
+        replica: Global index of the replica serving it.
         mode: ``none``, ``fused`` or ``distributed``.
+        device: Index of its device within the origin class (-1 if none).
     """
 
     request_id: int
@@ -73,6 +74,7 @@ class InFlight:
     origin: str
     replica: int
     mode: str
+    device: int = -1
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class EngineOutput:
     device_energy_j: float
     device_busy_s: float
     network_bytes: dict[str, float]
+    in_flight: tuple[InFlight, ...] = ()
+    """Requests past prefill and unfinished when the run stopped: the state a
+    what-if window starting at ``simulated_s`` continues from."""
 
 
 def _instantiate(choice: PolicyChoice, *args: Any) -> Any:
@@ -520,6 +525,13 @@ class Engine:
 
     # -- what-if windows -----------------------------------------------------
     def _place_in_flight(self) -> None:
+        """Put a what-if window's starting requests where the snapshot found them.
+
+        Requests waiting for prefill are queued for it again (and, when
+        distributed, admitted on their device); the others hold their KV and
+        join their decode lane, distributed ones starting a new draft round.
+        Their latencies in the window's records count from the window start.
+        """
         for item in self._in_flight:
             replica = self.replicas[item.replica]
             req = RequestState(
@@ -533,17 +545,23 @@ class Engine:
             req.generated = item.generated
             req.mode = item.mode
             req.replica = replica.index
+            req.device = item.device
             replica.outstanding += 1
             self._outstanding += 1
-            kind = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}[item.mode]
-            need = replica._kv_need_mb(req, kind)
-            replica.kv.allocate(min(need, replica.kv.free_mb), 0.0)
-            req.kv_mb = min(need, replica.kv.capacity_mb)
-            replica.holders.append(req)
             self._in_flight_states.append(req)
+            kind = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}[item.mode]
+            if item.generated == 0:
+                replica.enqueue_prefill(req, kind)
+                if item.mode == "distributed":
+                    self._device(item.origin, item.device).admit(req)
+                continue
+            need = replica._kv_need_mb(req, kind)
+            replica.kv.allocate(need, 0.0)
+            req.kv_mb = need
+            req.kv_peak_mb = need
+            replica.holders.append(req)
             if item.mode == "distributed":
-                req.device = 0
-                device = self._device(item.origin, 0)
+                device = self._device(item.origin, item.device)
                 device.active.append(req)
                 device.ready_prefilled.add(req.request_id)
                 device.ready_first_token.add(req.request_id)
@@ -552,15 +570,10 @@ class Engine:
                 replica.enqueue_step(req, kind)
 
     def snapshot(self) -> tuple[InFlight, ...]:
-        """Return the requests past prefill and not finished, to start a what-if window from."""
+        """Return the admitted, unfinished requests: the state a what-if window starts from."""
         out: list[InFlight] = []
         for req in self._states + self._in_flight_states:
-            if (
-                req.outcome == "unfinished"
-                and req.generated >= 1
-                and req.remaining > 0
-                and req.replica >= 0
-            ):
+            if req.outcome == "unfinished" and req.replica >= 0 and req.remaining > 0:
                 out.append(
                     InFlight(
                         req.request_id,
@@ -571,6 +584,7 @@ class Engine:
                         req.origin,
                         req.replica,
                         req.mode,
+                        req.device,
                     )
                 )
         return tuple(out)
@@ -628,4 +642,5 @@ class Engine:
                 f"{src}<->{dst}": c.bytes_up + c.bytes_down
                 for (src, dst), c in sorted(self.network.counters.items())
             },
+            in_flight=self.snapshot(),
         )

@@ -24,7 +24,10 @@ class RequestTable:
         slo_class: SLO class name of each request (text array).
         origin: Client device class id of each request, "" for none (text array).
         slos: SLO class name -> targets; holds every class in ``slo_class``.
-        request_id: ``0..n-1`` in arrival order (set by the constructor).
+        first_id: Id of the first request (0 for a whole workload; a window
+            of a larger table keeps the ids of its parent).
+        request_id: ``first_id .. first_id + n - 1`` in arrival order (set by
+            the constructor).
     """
 
     arrival_s: FloatArray
@@ -33,6 +36,7 @@ class RequestTable:
     slo_class: StrArray
     origin: StrArray
     slos: Mapping[str, SloTargets]
+    first_id: int = 0
     request_id: IntArray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -58,7 +62,10 @@ class RequestTable:
         if unknown:
             raise ValueError(f"RequestTable has SLO classes without targets: {sorted(unknown)}")
         object.__setattr__(self, "slos", MappingProxyType(dict(self.slos)))
-        object.__setattr__(self, "request_id", frozen(np.arange(size, dtype=np.int64)))
+        if self.first_id < 0:
+            raise ValueError("RequestTable.first_id must be >= 0")
+        ids = np.arange(self.first_id, self.first_id + size, dtype=np.int64)
+        object.__setattr__(self, "request_id", frozen(ids))
 
     @classmethod
     def from_columns(
@@ -95,6 +102,26 @@ class RequestTable:
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def window(self, start_s: float, end_s: float) -> RequestTable:
+        """Return the requests arriving in ``[start_s, end_s)``, clock shifted to start at 0.
+
+        The requests keep their ids, so a what-if window started from a
+        run's state at ``start_s`` reports them under the same ids.
+        """
+        if not end_s >= start_s:
+            raise ValueError(f"window end {end_s} is before its start {start_s}")
+        lo = int(np.searchsorted(self.arrival_s, start_s, side="left"))
+        hi = int(np.searchsorted(self.arrival_s, end_s, side="left"))
+        return RequestTable(
+            arrival_s=self.arrival_s[lo:hi] - start_s,
+            prompt_tokens=self.prompt_tokens[lo:hi],
+            output_tokens=self.output_tokens[lo:hi],
+            slo_class=self.slo_class[lo:hi],
+            origin=self.origin[lo:hi],
+            slos=self.slos,
+            first_id=self.first_id + lo,
+        )
 
     def slo_of(self, class_name: str) -> SloTargets:
         """Return the targets of SLO class ``class_name``.
