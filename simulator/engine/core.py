@@ -124,6 +124,8 @@ class Engine:
         self.progress = progress
         self.requests = requests
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        self.tracing = tracer is not None
+        """Whether events are traced (hot paths skip formatting them otherwise)."""
         self.env = simpy.Environment()
         spec = scenario.speculation
         self.mode = spec.mode
@@ -144,6 +146,8 @@ class Engine:
         self.k_controller = _instantiate(spec.k_control, spec.k)
         self.hybrid = _instantiate(spec.hybrid) if spec.mode == "hybrid" else None
         self._costs: dict[tuple[str, str, str], PhaseCost] = {}
+        self._links: dict[tuple[str, str], Link | None] = {}
+        self._acceptance_by_owner: dict[tuple[str, str], AcceptanceModel] = {}
         self.replicas: list[TargetReplica] = []
         self._build_replicas()
         self._devices: dict[tuple[str, int], DraftDevice] = {}
@@ -249,7 +253,12 @@ class Engine:
     def _link(self, req: RequestState, replica: TargetReplica) -> Link | None:
         if not req.origin:
             return None
-        return self.scenario.network.link_between(req.origin, replica.pool)
+        key = (req.origin, replica.pool)
+        try:
+            return self._links[key]
+        except KeyError:
+            link = self._links[key] = self.scenario.network.link_between(*key)
+            return link
 
     def _send(
         self,
@@ -286,16 +295,17 @@ class Engine:
         self._k_rounds += 1
 
     def _acceptance(self, req: RequestState, kind: str) -> AcceptanceModel:
-        spec = self.scenario.speculation
-        replica = self.replicas[req.replica]
-        cls = (
-            self.scenario.device(req.origin)
-            if kind == VERIFY
-            else self.scenario.device(replica.pool)
-        )
-        name = cls.model if kind == VERIFY else cls.fused_model
-        model = spec.models[name or ""]
-        return spec.acceptance[model.acceptance or ""].model
+        """The acceptance curve of the model that drafted: the origin's, or the fused one."""
+        owner = req.origin if kind == VERIFY else self.replicas[req.replica].pool
+        key = (kind, owner)
+        found = self._acceptance_by_owner.get(key)
+        if found is None:
+            spec = self.scenario.speculation
+            cls = self.scenario.device(owner)
+            name = cls.model if kind == VERIFY else cls.fused_model
+            model = spec.models[name or ""]
+            found = self._acceptance_by_owner[key] = spec.acceptance[model.acceptance or ""].model
+        return found
 
     def verify_round(self, req: RequestState, kind: str) -> int:
         """Sample the accepted prefix of a round; commit the tokens; return how many."""

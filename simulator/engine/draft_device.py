@@ -236,9 +236,13 @@ class DraftDevice:
                     if req.k == step:
                         done.append((offset, req))
         self._book(start, offset, total_energy)
-        self.engine.tracer.event(
-            start, "draft_burst", f"device {self.pool}/{self.index}", f"n={len(batch)} k={steps}"
-        )
+        if self.engine.tracing:
+            self.engine.tracer.event(
+                start,
+                "draft_burst",
+                f"device {self.pool}/{self.index}",
+                f"n={len(batch)} k={steps}",
+            )
         for done_after_s, req in done:
             self.engine.send_bundle(req, self, start + done_after_s)
         if self.prefill_jobs or self.draft_jobs:

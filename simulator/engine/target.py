@@ -241,9 +241,10 @@ class TargetReplica:
             if req not in self.holders:
                 self.holders.append(req)
         latency_s, energy_j = cost.at(mean_context, n, 1)
-        self.engine.tracer.event(
-            now, "prefill_start", f"replica {self.index}", f"n={n} context={mean_context:.1f}"
-        )
+        if self.engine.tracing:
+            self.engine.tracer.event(
+                now, "prefill_start", f"replica {self.index}", f"n={n} context={mean_context:.1f}"
+            )
         yield self.env.timeout(latency_s)
         self._account(latency_s, energy_j, [req for req, _ in batch])
         for req, k in batch:
@@ -316,7 +317,10 @@ class TargetReplica:
                 self.kv.allocate(done * per_token, now)
                 req.kv_mb += done * per_token
                 req.kv_peak_mb = max(req.kv_peak_mb, req.kv_mb)
-        self.engine.tracer.event(now, "decode", f"replica {self.index}", f"n={n} iterations={done}")
+        if self.engine.tracing:
+            self.engine.tracer.event(
+                now, "decode", f"replica {self.index}", f"n={n} iterations={done}"
+            )
         finished = [req for req in batch if req.remaining <= 0]
         if finished:
             queue = self.decode_q[DECODE]
@@ -350,9 +354,10 @@ class TargetReplica:
                 self._preempt_for(need, keep=batch)
                 return
         latency_s, energy_j = cost.at(context, n, fanout)
-        self.engine.tracer.event(
-            env.now, f"{kind}_start", f"replica {self.index}", f"n={n} k={fanout}"
-        )
+        if self.engine.tracing:
+            self.engine.tracer.event(
+                env.now, f"{kind}_start", f"replica {self.index}", f"n={n} k={fanout}"
+            )
         yield env.timeout(latency_s)
         self._account(latency_s, energy_j, batch)
         now = env.now
