@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 import pandas as pd
@@ -78,9 +79,9 @@ def run(
         progress=progress,
     )
     output = engine.run(until_s=until_s)
-    frame = pd.DataFrame([asdict(r) for r in output.records])
-    if frame.empty:
-        frame = pd.DataFrame(columns=[f.name for f in fields(RequestRecord)])
+    columns = [f.name for f in fields(RequestRecord)]
+    row_of = attrgetter(*columns)
+    frame = pd.DataFrame([row_of(r) for r in output.records], columns=columns)
     frame = frame.sort_values("request_id", kind="stable").reset_index(drop=True)
     slos = {name: table.slo_of(name) for name in sorted(set(frame["slo_class"]) | {"default"})}
     summary = summarise(

@@ -15,7 +15,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.lut import LutKey, LutManager, OutOfRange
+
+VECTOR_MIN_STEPS = 16
+"""Runs of at least this many iterations are priced with numpy."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,33 @@ class ContextCurve:
         lat = self._latency[i] + w * (self._latency[i + 1] - self._latency[i])
         energy = self._energy[i] + w * (self._energy[i + 1] - self._energy[i])
         return lat, energy
+
+    def cumulative_steps(self, context: float, steps: int) -> tuple[list[float], list[float]]:
+        """Return running totals of latency and energy over ``steps`` iterations.
+
+        Iteration ``s`` (from 0) runs at context ``context + s``; element ``s``
+        of each list is the total up to and including it. Long runs inside the
+        grid are interpolated in one vectorised pass (the same linear
+        interpolation as :meth:`at`).
+        """
+        xs = self._xs
+        last = context + steps - 1
+        if steps >= VECTOR_MIN_STEPS and len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
+            contexts = context + np.arange(steps, dtype=float)
+            lat = np.cumsum(np.interp(contexts, xs, self._latency))
+            energy = np.cumsum(np.interp(contexts, xs, self._energy))
+            return lat.tolist(), energy.tolist()
+        lat_total: list[float] = []
+        energy_total: list[float] = []
+        t = 0.0
+        e = 0.0
+        for step in range(steps):
+            lat_s, energy_j = self.at(context + step)
+            t += lat_s
+            e += energy_j
+            lat_total.append(t)
+            energy_total.append(e)
+        return lat_total, energy_total
 
     def sum_steps(self, context: float, steps: int) -> tuple[float, float]:
         """Return the summed ``(latency_s, energy_j)`` of ``steps`` iterations.

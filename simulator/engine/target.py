@@ -278,17 +278,8 @@ class TargetReplica:
             iterations = min(iterations, room)
         curve = cost.curve(n, 1)
         context = sum(req.context for req in batch) / n
-        boundaries: list[float] = []
-        energies: list[float] = []
-        t = start
-        energy = 0.0
-        for _ in range(iterations):
-            latency_s, energy_j = curve.at(context)
-            t += latency_s
-            energy += energy_j
-            context += 1.0
-            boundaries.append(t)
-            energies.append(energy)
+        elapsed_s, energies = curve.cumulative_steps(context, iterations)
+        boundaries = [start + t for t in elapsed_s]
         done = len(boundaries)
         self._in_run = done > 1
         try:
