@@ -19,24 +19,9 @@ import numpy as np
 from lut_population.grid import Grid, evaluate_grid, refine
 from lut_population.phases import Metrics
 from lut_population.plan import DTYPE, PIPELINE_PARALLEL, FileSpec, KeySpec, build_plan
+from simulator.lut import column_names
 
-COLUMNS = (
-    "phase",
-    "model",
-    "hardware",
-    "tensor_parallel",
-    "pipeline_parallel",
-    "context_len",
-    "microbatch",
-    "fanout_k",
-    "dtype",
-    "latency_ms",
-    "peak_mem_mb",
-    "kv_delta_mb",
-    "energy_mj",
-    "source",
-    "notes",
-)
+COLUMNS: tuple[str, ...] = column_names()
 """LUT columns, in the order of the shared naming contract."""
 
 SIGNIFICANT_DIGITS = 6

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.lut import LutKey, LutManager, load_lut
+from simulator.lut import LutKey, LutManager, column_names, load_lut
 
 CONTEXT_LENS = (128, 256, 512, 1024, 2048, 4096, 8192)
 MICROBATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -37,23 +37,8 @@ KEY = LutKey("verify", "bench-model", "bench-hardware", 1, 1, "fp16")
 def write_synthetic(path: Path) -> None:
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(
-            [
-                "phase",
-                "model",
-                "hardware",
-                "tensor_parallel",
-                "pipeline_parallel",
-                "context_len",
-                "microbatch",
-                "fanout_k",
-                "dtype",
-                "latency_ms",
-                "peak_mem_mb",
-                "kv_delta_mb",
-                "energy_mj",
-            ]
-        )
+        # Required columns only; the optional source and notes are left out.
+        writer.writerow(column_names()[:-2])
         for c, m, k in itertools.product(CONTEXT_LENS, MICROBATCHES, FANOUT_KS):
             latency = 1.0 + c * m * k / 1e5
             writer.writerow(

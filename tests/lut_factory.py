@@ -19,23 +19,9 @@ import csv
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-COLUMNS: tuple[str, ...] = (
-    "phase",
-    "model",
-    "hardware",
-    "tensor_parallel",
-    "pipeline_parallel",
-    "context_len",
-    "microbatch",
-    "fanout_k",
-    "dtype",
-    "latency_ms",
-    "peak_mem_mb",
-    "kv_delta_mb",
-    "energy_mj",
-    "source",
-    "notes",
-)
+from simulator.lut import column_names
+
+COLUMNS: tuple[str, ...] = column_names()
 """Column order of the files written here (the schema's order)."""
 
 CONTEXT_LENS: tuple[int, ...] = (128, 512, 2048)
