@@ -51,7 +51,7 @@ def detect_kind(path: Path) -> FileKind:
         return "lut"
     document = read_document(path)
     if isinstance(document, dict):
-        if "scenario_id" in document:
+        if {"scenario_id", "workload", "hardware_profiles", "speculation"} & set(document):
             return "scenario"
         if "role" in document and "hardware" in document:
             return "profile"

@@ -226,6 +226,8 @@ class _Builder:
                     if acceptance is None:
                         if len(curves) == 1:
                             acceptance = next(iter(curves))
+                        elif len(spec["acceptance_models"]) == 1:
+                            pass  # its one curve failed to load; that is reported already
                         elif not spec["acceptance_models"]:
                             self.issue(
                                 f"{key}.acceptance",
@@ -237,7 +239,7 @@ class _Builder:
                             self.issue(
                                 f"{key}.acceptance",
                                 None,
-                                "one of " + ", ".join(curves),
+                                "one of " + ", ".join(a["name"] for a in spec["acceptance_models"]),
                                 "several acceptance models: name one",
                             )
                     elif acceptance not in curves:

@@ -1,0 +1,525 @@
+"""A table of bad inputs: each is refused with one clear message, never a traceback.
+
+Every case starts from a valid fixture scenario (``tests/engine_fixtures.py``),
+breaks one thing in it or in a file it references, and checks that validation
+reports the file, the key path, the bad value and what is allowed. A few cases
+go through the command-line tools end to end to check exit status 2 and the
+absence of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from simulator.cli import main as simulate_main
+from simulator.validate import validate_file
+from tests.engine_fixtures import PROFILES, synthetic, write_lut, write_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+
+Document = dict[str, Any]
+
+
+def _base(tmp_path: Path, mode: str = "distributed") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return write_scenario(tmp_path, mode=mode, workload=synthetic(5, 1.0, 100, 10))
+
+
+def _edit(change: Callable[[Document], None]) -> Callable[[Path], Path]:
+    """A case that edits the scenario document."""
+
+    def build(tmp_path: Path) -> Path:
+        path = _base(tmp_path)
+        document = yaml.safe_load(path.read_text())
+        change(document)
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+
+    return build
+
+
+def _edit_lut(change: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[Path], Path]:
+    """A case that edits the target LUT the scenario names."""
+
+    def build(tmp_path: Path) -> Path:
+        path = _base(tmp_path)
+        lut = tmp_path / "target.csv"
+        change(pd.read_csv(lut)).to_csv(lut, index=False)
+        return path
+
+    return build
+
+
+def _with_trace(text: str) -> Callable[[Path], Path]:
+    """A case whose workload replays a small CSV trace with ``text``."""
+
+    def build(tmp_path: Path) -> Path:
+        (tmp_path / "trace.csv").write_text(text)
+        return _edit(
+            lambda d: d.__setitem__(
+                "workload",
+                {
+                    "source": "trace://trace.csv",
+                    "format": "csv",
+                    "slo": {"ttft_ms": 100, "tpot_ms": 10},
+                },
+            )
+        )(tmp_path)
+
+    return build
+
+
+def _set(dotted: str, value: Any) -> Callable[[Document], None]:
+    def change(document: Document) -> None:
+        node: Any = document
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        last = parts[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return change
+
+
+def _nan_latency(frame: pd.DataFrame) -> pd.DataFrame:
+    frame.loc[3, "latency_ms"] = float("nan")
+    return frame
+
+
+def _negative_latency(frame: pd.DataFrame) -> pd.DataFrame:
+    frame.loc[0, "latency_ms"] = -1.0
+    return frame
+
+
+def _acceptance_alpha_above_one(tmp_path: Path) -> Path:
+    path = _base(tmp_path)
+    curve = {"method": "test", "kind": "iid", "bins": [{"alpha": 1.5}], "source": "test"}
+    (tmp_path / "acc.yaml").write_text(yaml.safe_dump(curve))
+    return path
+
+
+def _yaml_syntax_error(tmp_path: Path) -> Path:
+    path = _base(tmp_path)
+    path.write_text(path.read_text().replace("mode: distributed", "mode: [distributed"))
+    return path
+
+
+def _duplicate_yaml_key(tmp_path: Path) -> Path:
+    path = _base(tmp_path)
+    path.write_text(path.read_text() + "\nseed: 3\n")
+    return path
+
+
+def _json_scenario(tmp_path: Path) -> Path:
+    document = yaml.safe_load(_base(tmp_path).read_text())
+    document["speculation"]["k"] = 0
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _hybrid_with_bad_params(tmp_path: Path) -> Path:
+    return write_scenario(
+        tmp_path,
+        mode="hybrid",
+        workload=synthetic(5, 1.0, 100, 10),
+        extra={"speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold": 5}}},
+    )
+
+
+def _profile_with_negative_power(tmp_path: Path) -> Path:
+    profile = yaml.safe_load((PROFILES / "rtx-4050-laptop.yaml").read_text())
+    profile["energy"]["active_power_w"] = -3
+    (tmp_path / "rtx-4050-laptop.yaml").write_text(yaml.safe_dump(profile))
+    return _edit(_set("hardware_profiles.0.profile", "rtx-4050-laptop.yaml"))(tmp_path)
+
+
+def _drop_key(key: str) -> Callable[[Document], None]:
+    return lambda document: document.pop(key) and None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input and the pieces its message must contain."""
+
+    build: Callable[[Path], Path]
+    file: str
+    key_path: str
+    value: str
+    allowed: str
+
+
+CASES: dict[str, Case] = {
+    "wrong type": Case(
+        _edit(_set("speculation.k", "four")), "scenario.yaml", "speculation.k", "'four'", "integer"
+    ),
+    "unknown top-level key": Case(
+        _edit(_set("scheduller", {})),
+        "scenario.yaml",
+        "scheduller",
+        "did you mean 'scheduler'",
+        "keys hardware_profiles",
+    ),
+    "unknown nested key": Case(
+        _edit(_set("network.jiter", {})),
+        "scenario.yaml",
+        "network.jiter",
+        "did you mean 'jitter'",
+        "keys jitter, links, payload",
+    ),
+    "missing required key": Case(
+        _edit(_drop_key("scenario_id")),
+        "scenario.yaml",
+        "scenario_id",
+        "(missing)",
+        "a value is required",
+    ),
+    "missing profile file": Case(
+        _edit(_set("hardware_profiles.0.profile", "nope.yaml")),
+        "scenario.yaml",
+        "hardware_profiles[0].profile",
+        "'nope.yaml'",
+        "an existing device profile file",
+    ),
+    "missing LUT file": Case(
+        _edit(_set("speculation.verifier_models.0.lut", "gone.csv")),
+        "scenario.yaml",
+        "speculation.verifier_models[0].lut",
+        "'gone.csv'",
+        "an existing LUT file",
+    ),
+    "missing acceptance file": Case(
+        _edit(_set("speculation.acceptance_models.0.file", "gone.yaml")),
+        "scenario.yaml",
+        "speculation.acceptance_models[0].file",
+        "'gone.yaml'",
+        "an existing acceptance model file",
+    ),
+    "missing trace file": Case(
+        _edit(
+            _set("workload", {"source": "trace://none.csv", "slo": {"ttft_ms": 1, "tpot_ms": 1}})
+        ),
+        "scenario.yaml",
+        "workload.source",
+        "'none.csv'",
+        "an existing trace file",
+    ),
+    "empty trace": Case(
+        _with_trace("arrival_s,prompt_tokens,output_tokens\n"),
+        "scenario.yaml",
+        "workload.source",
+        "'trace.csv'",
+        "at least one request row",
+    ),
+    "negative prompt length in trace": Case(
+        _with_trace("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,-4,5\n"),
+        "trace.csv",
+        "row 2, column prompt_tokens",
+        "'-4'",
+        "a whole number >= 1",
+    ),
+    "NaN arrival in trace": Case(
+        _with_trace("arrival_s,prompt_tokens,output_tokens\n0,10,5\nnan,4,5\n"),
+        "trace.csv",
+        "row 2, column arrival_s",
+        "'nan'",
+        "a finite number",
+    ),
+    "link to an unknown device": Case(
+        _edit(_set("network.links.0.dst", "poool")),
+        "scenario.yaml",
+        "network.links[0].dst",
+        "'poool'",
+        "a hardware_profiles id: laptops, pool",
+    ),
+    "link from a device to itself": Case(
+        _edit(
+            lambda d: d["network"]["links"].append(
+                {"src": "pool", "dst": "pool", "rtt_ms": 1, "bw_mbps": 1}
+            )
+        ),
+        "scenario.yaml",
+        "network.links[1].dst",
+        "'pool'",
+        "a different device than src",
+    ),
+    "duplicate hardware id": Case(
+        _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),
+        "scenario.yaml",
+        "hardware_profiles[2].id",
+        "'laptops'",
+        "ids unique",
+    ),
+    "k_min above k_max": Case(
+        _edit(_set("speculation.adaptive_k", {"enabled": True, "k_min": 6, "k_max": 3})),
+        "scenario.yaml",
+        "speculation.adaptive_k.k_min",
+        "6",
+        "<= k_max (3)",
+    ),
+    "k outside k_min..k_max": Case(
+        _edit(_set("speculation.adaptive_k", {"enabled": True, "k_min": 1, "k_max": 3})),
+        "scenario.yaml",
+        "speculation.k",
+        "4",
+        "between k_min (1) and k_max (3)",
+    ),
+    "negative RTT": Case(
+        _edit(_set("network.links.0.rtt_ms", -5)),
+        "scenario.yaml",
+        "network.links[0].rtt_ms",
+        "-5",
+        ">= 0",
+    ),
+    "zero bandwidth": Case(
+        _edit(_set("network.links.0.bw_mbps", 0)),
+        "scenario.yaml",
+        "network.links[0].bw_mbps",
+        "0",
+        "> 0",
+    ),
+    "loss above 100 %": Case(
+        _edit(_set("network.links.0.loss_pct", 150)),
+        "scenario.yaml",
+        "network.links[0].loss_pct",
+        "150",
+        "< 100",
+    ),
+    "unknown policy name": Case(
+        _edit(_set("scheduler.routing", {"policy": "round_robbin"})),
+        "scenario.yaml",
+        "scheduler.routing.policy",
+        "did you mean 'round_robin'",
+        "'least_outstanding', 'round_robin'",
+    ),
+    "policy parameter misspelt": Case(
+        _hybrid_with_bad_params,
+        "scenario.yaml",
+        "speculation.hybrid.params.threshold",
+        "did you mean 'threshold_ms'",
+        "keys threshold_ms",
+    ),
+    "negative SLO": Case(
+        _edit(_set("workload.slo.ttft_ms", -1)),
+        "scenario.yaml",
+        "workload.slo.ttft_ms",
+        "-1",
+        "> 0",
+    ),
+    "zero SLO": Case(
+        _edit(_set("workload.slo.tpot_ms", 0)),
+        "scenario.yaml",
+        "workload.slo.tpot_ms",
+        "0",
+        "> 0",
+    ),
+    "unknown mode": Case(
+        _edit(_set("speculation.mode", "speculative")),
+        "scenario.yaml",
+        "speculation.mode",
+        "'speculative'",
+        "'none', 'distributed', 'fused', 'hybrid'",
+    ),
+    "planner enabled": Case(
+        _edit(_set("planner", {"enabled": True, "candidates": {"k": [2, 4]}})),
+        "scenario.yaml",
+        "planner.enabled",
+        "True",
+        "false",
+    ),
+    "empty planner candidates": Case(
+        _edit(_set("planner", {"candidates": {"k": []}})),
+        "scenario.yaml",
+        "planner.candidates.k",
+        "[]",
+        "at least 1 item",
+    ),
+    "origin weights name an undeclared class": Case(
+        _edit(_set("workload.origin", {"rule": "weights", "weights": {"tablets": 1}})),
+        "scenario.yaml",
+        "workload",
+        "'tablets'",
+        "a hardware_profiles id of type draft: laptops",
+    ),
+    "target profile used as a draft class": Case(
+        _edit(
+            lambda d: d["hardware_profiles"][0].update(profile=d["hardware_profiles"][1]["profile"])
+        ),
+        "scenario.yaml",
+        "hardware_profiles[0].type",
+        "'draft'",
+        "'target' (the role of profile a100-tp1)",
+    ),
+    "negative seed": Case(_edit(_set("seed", -3)), "scenario.yaml", "seed", "-3", "integer >= 0"),
+    "unknown out-of-range rule": Case(
+        _edit(_set("simulation", {"lut_out_of_range": "wrap"})),
+        "scenario.yaml",
+        "simulation.lut_out_of_range",
+        "'wrap'",
+        "'raise', 'clamp', 'extrapolate'",
+    ),
+    "NaN in a LUT": Case(
+        _edit_lut(_nan_latency),
+        "target.csv",
+        "row 5, column latency_ms",
+        "(empty)",
+        "a finite number >= 0",
+    ),
+    "negative LUT latency": Case(
+        _edit_lut(_negative_latency),
+        "target.csv",
+        "row 2, column latency_ms",
+        "'-1.0'",
+        "a finite number >= 0",
+    ),
+    "duplicate LUT grid point": Case(
+        _edit_lut(lambda f: pd.concat([f, f.iloc[[0]]])),
+        "target.csv",
+        "row 42",
+        "'context_len=1, microbatch=1, fanout_k=1'",
+        "one row per key and grid point",
+    ),
+    "incomplete LUT grid": Case(
+        _edit_lut(lambda f: f.drop(index=1)),
+        "target.csv",
+        "rows with phase=prefill",
+        "rows",
+        "a row for every point of context_len",
+    ),
+    "LUT without a required column": Case(
+        _edit_lut(lambda f: f.drop(columns=["energy_mj"])),
+        "target.csv",
+        "header",
+        "(missing)",
+        "a column named 'energy_mj'",
+    ),
+    "LUT lacks a phase the mode needs": Case(
+        _edit_lut(lambda f: f[f["phase"] != "verify"]),
+        "scenario.yaml",
+        "speculation.verifier_models[0].lut",
+        "'target.csv'",
+        "rows for phase=verify",
+    ),
+    "acceptance probability above one": Case(
+        _acceptance_alpha_above_one, "acc.yaml", "bins[0].alpha", "1.5", "<= 1"
+    ),
+    "device profile with negative power": Case(
+        _profile_with_negative_power,
+        "rtx-4050-laptop.yaml",
+        "energy.active_power_w",
+        "-3",
+        "> 0",
+    ),
+    "YAML syntax error": Case(
+        _yaml_syntax_error, "scenario.yaml", "line 37, column 4", "'k: 4'", "valid YAML"
+    ),
+    "duplicate YAML key": Case(
+        _duplicate_yaml_key, "scenario.yaml", "duplicate key 'seed'", "'seed: 3'", "valid YAML"
+    ),
+    "JSON scenario": Case(_json_scenario, "scenario.json", "speculation.k", "0", "integer >= 1"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_refused_with_a_clear_message(tmp_path, name):
+    case = CASES[name]
+    verdict = validate_file(case.build(tmp_path))
+    assert not verdict.ok
+    assert verdict.error is not None
+    lines = [issue.format() for issue in verdict.error.issues]
+    matching = [
+        line for line in lines if case.file in line and case.key_path in line and case.value in line
+    ]
+    assert matching, "\n".join(lines)
+    assert any(case.allowed in line for line in matching), "\n".join(lines)
+    for issue in verdict.error.issues:
+        assert issue.file and issue.value and issue.allowed
+
+
+def test_there_are_at_least_25_distinct_cases():
+    assert len(CASES) >= 25
+    assert len({(c.file, c.key_path, c.value) for c in CASES.values()}) == len(CASES)
+
+
+def test_all_problems_of_a_file_are_reported_together(tmp_path):
+    def change(document: Document) -> None:
+        _set("speculation.k", "four")(document)
+        _set("network.links.0.rtt_ms", -5)(document)
+        _set("seed", -1)(document)
+
+    verdict = validate_file(_edit(change)(tmp_path))
+    assert verdict.error is not None
+    assert len(verdict.error.issues) == 3
+    assert str(verdict.error).startswith("error: 3 problems in the input")
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_validate_script_exits_2_without_a_traceback(tmp_path):
+    good = _base(tmp_path / "good")
+    bad = CASES["negative RTT"].build(tmp_path / "bad")
+    done = _run(["scripts/validate_scenario.py", str(tmp_path)])
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr + done.stdout
+    assert f"OK {good}" in done.stdout
+    assert f"{bad}: network.links[0].rtt_ms" in done.stdout + done.stderr
+
+
+def test_simulate_exits_2_and_leaves_earlier_results_untouched(tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    earlier = results / "summary.json"
+    earlier.write_text('{"earlier": true}\n')
+    bad = CASES["NaN in a LUT"].build(tmp_path / "case")
+    code = simulate_main([str(bad), "-o", str(results), "--quiet"])
+    assert code == 2
+    assert "row 5, column latency_ms" in capsys.readouterr().err
+    assert earlier.read_text() == '{"earlier": true}\n'
+    assert sorted(p.name for p in results.iterdir()) == ["summary.json"]
+
+
+def test_simulate_rejects_a_bad_override_end_to_end(tmp_path):
+    scenario = _base(tmp_path)
+    done = _run(
+        ["-m", "simulator.cli", str(scenario), "--set", "speculation.kk=3", "-o", str(tmp_path)]
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "speculation.kk" in done.stderr
+    assert "did you mean 'k'" in done.stderr
+
+
+def test_a_gap_found_mid_run_is_an_input_error_not_a_traceback(tmp_path):
+    """A context below a LUT's grid is only met while running; it still exits 2."""
+    scenario = write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 50, 10))
+    write_lut(
+        tmp_path / "target.csv",
+        "target-model",
+        "a100-sxm4-80gb",
+        {"prefill": lambda c, b, _k: 10.0, "draft_decode": lambda c, b, _k: 20.0},
+        contexts=(128, 131072),
+    )
+    done = _run(["-m", "simulator.cli", str(scenario), "-o", str(tmp_path / "out"), "-q"])
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "target.csv: lookup of phase=prefill" in done.stderr
+    assert "got 50" in done.stderr
+    assert "128 to 131072" in done.stderr
+    assert not (tmp_path / "out").exists()
