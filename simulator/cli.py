@@ -2,12 +2,13 @@
 
 Usage::
 
-    simulate SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet]
+    simulate SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet] [--report]
 
 Writes ``summary.json``, ``requests.csv``, ``timeseries.csv``,
 ``scenario.resolved.yaml`` and ``run.json`` into DIR (default:
 ``metrics.output_dir`` of the scenario, else ``results/<scenario_id>``) and
-prints a table of the headline numbers. Exit status 0 on success, 2 on bad
+prints a table of the headline numbers; ``--report`` adds the figures,
+``report.md`` and ``report.html`` of :mod:`simulator.report` in ``DIR/report``. Exit status 0 on success, 2 on bad
 input (with one message naming the file, key, value and what is allowed).
 """
 
@@ -44,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
         help="override a scenario key, e.g. --set scheduler.verify.batching.max_batch=16",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no table or progress")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="also write figures, report.md and report.html into DIR/report",
+    )
     return parser
 
 
@@ -91,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(headline_table(result.summary))
             print(f"results in {out_dir} ({result.wall_s:.2f} s wall)")
+        if args.report:
+            from simulator.report import load_run, write_report
+
+            reports = write_report([load_run(out_dir)], out_dir / "report")
+            if not args.quiet:
+                print(f"report in {reports[0]}")
         return 0
 
     return run_guarded(entry)

@@ -36,3 +36,12 @@ def test_scenario_reference_and_example_are_up_to_date():
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_readme_images_and_links_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#]+)\)", readme)
+    local = [t for t in targets if not t.startswith("http")]
+    assert "docs/figures/readme_tpot_cdf.png" in local
+    for target in local:
+        assert (ROOT / target).exists(), target

@@ -1,0 +1,124 @@
+"""Read a results directory written by ``simulate`` into one frozen object."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from simulator.errors import InputError, make_issue
+
+REQUIRED_FILES = ("summary.json", "requests.csv", "timeseries.csv", "scenario.resolved.yaml")
+
+
+@dataclass(frozen=True)
+class SloLimits:
+    """SLO targets of one class (ms; ``None`` where the class sets none)."""
+
+    ttft_ms: float | None
+    tpot_ms: float | None
+    tvt_ms: float | None
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """One run's outputs, as ``simulate`` wrote them.
+
+    Attributes:
+        path: The results directory.
+        summary: ``summary.json``.
+        requests: ``requests.csv``.
+        timeseries: ``timeseries.csv``.
+        scenario: ``scenario.resolved.yaml``.
+        slos: SLO class name -> limits, from the resolved scenario.
+    """
+
+    path: Path
+    summary: dict[str, Any]
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    scenario: dict[str, Any]
+    slos: dict[str, SloLimits]
+
+    @property
+    def name(self) -> str:
+        """Legend name: the scenario id."""
+        return str(self.summary["scenario_id"])
+
+    def slo_limit(self, metric: str) -> float | None:
+        """The default class's limit for ``ttft``, ``tpot`` or ``tvt`` (ms), if any."""
+        limits = self.slos.get("default")
+        value = getattr(limits, f"{metric}_ms", None) if limits is not None else None
+        return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _slos(scenario: dict[str, Any]) -> dict[str, SloLimits]:
+    workload = scenario.get("workload", {})
+    out: dict[str, SloLimits] = {}
+    classes = {"default": workload.get("slo") or {}, **(workload.get("slo_classes") or {})}
+    for name, targets in classes.items():
+        out[name] = SloLimits(targets.get("ttft_ms"), targets.get("tpot_ms"), targets.get("tvt_ms"))
+    return out
+
+
+def load_run(path: Path) -> RunResults:
+    """Read the results directory ``path``.
+
+    Raises:
+        InputError: The directory or one of its files is missing or unreadable.
+    """
+    if not path.is_dir():
+        raise InputError(
+            [
+                make_issue(
+                    path, "", str(path), "a results directory written by simulate", "not found"
+                )
+            ]
+        )
+    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+    if missing:
+        raise InputError(
+            [
+                make_issue(path / name, "", "(missing)", "the file simulate writes", "file missing")
+                for name in missing
+            ]
+        )
+    try:
+        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            [make_issue(path / "summary.json", f"line {exc.lineno}", exc.msg, "valid JSON")]
+        ) from None
+    if not isinstance(summary, dict) or "latency_ms" not in summary:
+        raise InputError(
+            [
+                make_issue(
+                    path / "summary.json",
+                    "latency_ms",
+                    "(missing)",
+                    "a summary written by simulate (see summary.schema.json)",
+                )
+            ]
+        )
+    frames = {}
+    for name in ("requests.csv", "timeseries.csv"):
+        try:
+            frames[name] = pd.read_csv(path / name)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise InputError(
+                [make_issue(path / name, "", str(exc)[:80], "a CSV file written by simulate")]
+            ) from None
+    scenario = yaml.safe_load((path / "scenario.resolved.yaml").read_text(encoding="utf-8")) or {}
+    return RunResults(
+        path=path,
+        summary=summary,
+        requests=frames["requests.csv"],
+        timeseries=frames["timeseries.csv"],
+        scenario=scenario,
+        slos=_slos(scenario),
+    )
