@@ -153,6 +153,7 @@ class Engine:
         self._devices: dict[tuple[str, int], DraftDevice] = {}
         self._states: list[RequestState] = []
         self._outstanding = 0
+        self._last_outcome_s = 0.0
         self._active_total = 0
         self._tokens_out = 0
         self._k_sum = 0
@@ -357,6 +358,7 @@ class Engine:
         if not decision.admit:
             req.outcome = "rejected"
             req.reason = decision.reason or "admission"
+            self._last_outcome_s = max(self._last_outcome_s, now)
             self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
             return
         self._outstanding += 1
@@ -480,6 +482,7 @@ class Engine:
             req.first_token_s = now
         req.finish_s = max(now, req.first_token_s)
         req.outcome = "completed"
+        self._last_outcome_s = max(self._last_outcome_s, now)
         replica.outstanding -= 1
         self._outstanding -= 1
         self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
@@ -526,6 +529,7 @@ class Engine:
         """A replica cannot ever serve the request (e.g. its KV exceeds the capacity)."""
         req.outcome = "rejected"
         req.reason = reason
+        self._last_outcome_s = max(self._last_outcome_s, self.env.now)
         replica = self.replicas[req.replica]
         replica.outstanding -= 1
         self._outstanding -= 1
@@ -628,10 +632,12 @@ class Engine:
             self.env.run(until=stop)
         else:
             self.env.run()
-        return self._output()
+        # A run to completion ends with its last request, not the sampler's last tick.
+        end_s = self.env.now if stop is not None else self._last_outcome_s
+        return self._output(end_s)
 
-    def _output(self) -> EngineOutput:
-        now = self.env.now
+    def _output(self, end_s: float) -> EngineOutput:
+        now = end_s
         records = tuple(to_record(s) for s in self._states + self._in_flight_states)
         pools = tuple(r.pool for r in self.replicas)
         classes = {d.id: d for d in self.scenario.targets()}
