@@ -13,7 +13,7 @@ import pandas as pd
 from simulator.engine.core import Engine, EngineOutput, InFlight, ProgressHook
 from simulator.engine.request_state import RequestRecord
 from simulator.engine.tracing import Tracer
-from simulator.metrics.summary import summarise
+from simulator.metrics.summary import slo_flags, summarise
 from simulator.rng import RandomStreams
 from simulator.scenario.model import Scenario
 from simulator.workload import RequestTable, generate_requests
@@ -84,6 +84,7 @@ def run(
     frame = pd.DataFrame([row_of(r) for r in output.records], columns=columns)
     frame = frame.sort_values("request_id", kind="stable").reset_index(drop=True)
     slos = {name: table.slo_of(name) for name in sorted(set(frame["slo_class"]) | {"default"})}
+    frame = pd.concat([frame, slo_flags(frame, slos)], axis=1)
     summary = summarise(
         output,
         frame,

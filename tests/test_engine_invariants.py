@@ -275,3 +275,15 @@ def test_what_if_window_continues_from_a_snapshot(tmp_path, mode):
     for row in carried.itertuples():
         assert row.generated_tokens >= before[row.request_id]
         assert row.generated_tokens <= row.output_tokens
+
+
+def test_per_request_slo_flags_add_up_to_the_summary(tmp_path):
+    slo = {"ttft_ms": 60, "tpot_ms": 25, "tvt_ms": 40}
+    result = _run(tmp_path, "distributed", synthetic(60, 10, 300, 30, slo=slo))
+    frame = result.requests
+    assert {"ttft_ok", "tpot_ok", "tvt_ok", "slo_met"} <= set(frame.columns)
+    assert (frame["slo_met"] == (frame["ttft_ok"] & frame["tpot_ok"] & frame["tvt_ok"])).all()
+    assert not frame.loc[frame["outcome"] != "completed", "slo_met"].any()
+    attainment = result.summary["goodput"]["slo_attainment"]
+    assert frame["slo_met"].mean() == pytest.approx(attainment)
+    assert 0.0 < attainment < 1.0

@@ -45,18 +45,43 @@ def _stats(values: Iterable[float]) -> dict[str, float | None]:
     return out
 
 
-def slo_met(frame: pd.DataFrame, slos: Mapping[str, SloTargets]) -> pd.Series:
-    """Return, per request row, whether it completed within every SLO of its class."""
+SLO_FLAG_COLUMNS = ("ttft_ok", "tpot_ok", "tvt_ok", "slo_met")
+"""Per-request SLO columns of ``requests.csv`` (see :func:`slo_flags`)."""
+
+
+def slo_flags(frame: pd.DataFrame, slos: Mapping[str, SloTargets]) -> pd.DataFrame:
+    """Return, per request row, which SLOs of its class it met.
+
+    ``ttft_ok``/``tpot_ok``/``tvt_ok`` hold for a completed request within the
+    limit (TPOT and TVT also hold where they do not apply: one-token outputs,
+    requests without network rounds, classes without a TVT target);
+    ``slo_met`` is all three. Requests that did not complete meet none.
+    """
     ttft_limit = frame["slo_class"].map(lambda c: slos[c].ttft_ms)
     tpot_limit = frame["slo_class"].map(lambda c: slos[c].tpot_ms)
     tvt_limit = frame["slo_class"].map(
         lambda c: slos[c].tvt_ms if slos[c].tvt_ms is not None else math.inf
     )
     completed = frame["outcome"] == "completed"
-    ttft_ok = frame["ttft_ms"] <= ttft_limit
-    tpot_ok = frame["tpot_ms"].isna() | (frame["tpot_ms"] <= tpot_limit)
-    tvt_ok = frame["tvt_ms"].isna() | (frame["tvt_ms"] <= tvt_limit)
-    return completed & ttft_ok & tpot_ok & tvt_ok
+    ttft_ok = completed & (frame["ttft_ms"] <= ttft_limit)
+    tpot_ok = completed & (frame["tpot_ms"].isna() | (frame["tpot_ms"] <= tpot_limit))
+    tvt_ok = completed & (frame["tvt_ms"].isna() | (frame["tvt_ms"] <= tvt_limit))
+    flags: pd.DataFrame = pd.DataFrame(
+        {
+            "ttft_ok": ttft_ok,
+            "tpot_ok": tpot_ok,
+            "tvt_ok": tvt_ok,
+            "slo_met": ttft_ok & tpot_ok & tvt_ok,
+        },
+        index=frame.index,
+    )
+    return flags
+
+
+def slo_met(frame: pd.DataFrame, slos: Mapping[str, SloTargets]) -> pd.Series:
+    """Return, per request row, whether it completed within every SLO of its class."""
+    met: pd.Series = slo_flags(frame, slos)["slo_met"]
+    return met
 
 
 def _attainment_by(frame: pd.DataFrame, met: pd.Series, column: str) -> dict[str, float]:

@@ -121,7 +121,7 @@ def throughput_over_time(run: RunResults, bin_s: float = 10.0, ax: Axes | None =
     if done.empty:
         return _no_data(ax, "completed requests")
     finish_s = done["arrival_s"] + done["e2e_ms"] / 1000.0
-    met = slo_met(done, _slo_targets(run))
+    met = done["slo_met"].astype(bool) if "slo_met" in done else slo_met(done, _slo_targets(run))
     edges = np.arange(0.0, float(finish_s.max()) + bin_s, bin_s)
     total, _ = np.histogram(finish_s, bins=edges)
     good, _ = np.histogram(finish_s[met.to_numpy()], bins=edges)
