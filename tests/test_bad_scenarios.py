@@ -10,8 +10,6 @@ absence of a traceback.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +21,8 @@ import yaml
 
 from simulator.cli import main as simulate_main
 from simulator.validate import validate_file
+from tests.commands import run_python
 from tests.engine_fixtures import PROFILES, synthetic, write_lut, write_scenario
-
-ROOT = Path(__file__).resolve().parent.parent
 
 Document = dict[str, Any]
 
@@ -466,16 +463,10 @@ def test_all_problems_of_a_file_are_reported_together(tmp_path):
     assert str(verdict.error).startswith("error: 3 problems in the input")
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=False
-    )
-
-
 def test_validate_script_exits_2_without_a_traceback(tmp_path):
     good = _base(tmp_path / "good")
     bad = CASES["negative RTT"].build(tmp_path / "bad")
-    done = _run(["scripts/validate_scenario.py", str(tmp_path)])
+    done = run_python("scripts/validate_scenario.py", str(tmp_path))
     assert done.returncode == 2
     assert "Traceback" not in done.stderr + done.stdout
     assert f"OK {good}" in done.stdout
@@ -497,8 +488,8 @@ def test_simulate_exits_2_and_leaves_earlier_results_untouched(tmp_path, capsys)
 
 def test_simulate_rejects_a_bad_override_end_to_end(tmp_path):
     scenario = _base(tmp_path)
-    done = _run(
-        ["-m", "simulator.cli", str(scenario), "--set", "speculation.kk=3", "-o", str(tmp_path)]
+    done = run_python(
+        "-m", "simulator.cli", str(scenario), "--set", "speculation.kk=3", "-o", str(tmp_path)
     )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
@@ -516,7 +507,7 @@ def test_a_gap_found_mid_run_is_an_input_error_not_a_traceback(tmp_path):
         {"prefill": lambda c, b, _k: 10.0, "draft_decode": lambda c, b, _k: 20.0},
         contexts=(128, 131072),
     )
-    done = _run(["-m", "simulator.cli", str(scenario), "-o", str(tmp_path / "out"), "-q"])
+    done = run_python("-m", "simulator.cli", str(scenario), "-o", str(tmp_path / "out"), "-q")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "target.csv: lookup of phase=prefill" in done.stderr

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.commands import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,13 +28,7 @@ def test_readme_has_exactly_two_setup_commands_that_point_at_real_things():
 
 
 def test_scenario_reference_and_example_are_up_to_date():
-    done = subprocess.run(
-        [sys.executable, "scripts/update_docs.py", "--check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_python("scripts/update_docs.py", "--check")
     assert done.returncode == 0, done.stderr
 
 

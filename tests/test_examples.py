@@ -8,14 +8,13 @@ the diff.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from simulator.acceptance import load_acceptance_model
 from simulator.validate import validate_file
+from tests.commands import run_python
 from tests.golden.runs import EXAMPLES, GOLDEN_FILE, ROOT, TEST_SIZE, key_figures, run_example
 
 SCENARIO_FILES = sorted((ROOT / "scenarios").rglob("*.yaml"))
@@ -37,13 +36,7 @@ def test_scenario_file_validates(path):
 
 
 def test_validate_script_accepts_the_scenarios_directory():
-    done = subprocess.run(
-        [sys.executable, "scripts/validate_scenario.py", "scenarios"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_python("scripts/validate_scenario.py", "scenarios")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("OK ") == len(SCENARIO_FILES)
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -17,9 +15,8 @@ from simulator.outputs import write_results
 from simulator.report import figures, load_run, write_report
 from simulator.report.document import figure_specs
 from simulator.report.headline import METRICS, format_value, value_of
+from tests.commands import run_python
 from tests.engine_fixtures import synthetic, write_scenario
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run_dir(tmp_path: Path, mode: str) -> Path:
@@ -108,13 +105,7 @@ def test_simulate_report_flag_writes_the_report(tmp_path):
 
 
 def test_plot_metrics_refuses_a_missing_or_broken_directory(tmp_path, runs):
-    missing = subprocess.run(
-        [sys.executable, "scripts/plot_metrics.py", str(tmp_path / "nothing")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    missing = run_python("scripts/plot_metrics.py", str(tmp_path / "nothing"))
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr
     assert "nothing" in missing.stderr and "a results directory" in missing.stderr
@@ -123,12 +114,6 @@ def test_plot_metrics_refuses_a_missing_or_broken_directory(tmp_path, runs):
     (broken / "summary.json").write_text("{not json")
     for name in ("requests.csv", "timeseries.csv", "scenario.resolved.yaml"):
         (broken / name).write_text((runs["none"] / name).read_text())
-    done = subprocess.run(
-        [sys.executable, "scripts/plot_metrics.py", str(broken)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_python("scripts/plot_metrics.py", str(broken))
     assert done.returncode == 2
     assert "summary.json" in done.stderr and "valid JSON" in done.stderr

@@ -254,36 +254,31 @@ def acceptance_vs_k(run: RunResults, ax: Axes | None = None) -> Axes:
     return ax
 
 
-def utilisation_over_time(run: RunResults, ax: Axes | None = None) -> Axes:
-    """GPU busy fraction per pool (mean over its replicas)."""
-    ax = _axes(ax)
+def _percent_per_pool(run: RunResults, column: str, ylabel: str, title: str, ax: Axes) -> Axes:
+    """A fraction column of the time series, in per cent, one line per pool."""
     if run.timeseries.empty:
         return _no_data(ax, "time series")
-    table = _per_pool(run, "utilization", "mean")
+    table = _per_pool(run, column, "mean")
     for pool in table.columns:
         ax.plot(table.index, 100.0 * table[pool], label=pool)
     ax.set_ylim(0, 105)
     ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("busy (%)")
-    ax.set_title("GPU utilisation per pool")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize="small")
     return ax
+
+
+def utilisation_over_time(run: RunResults, ax: Axes | None = None) -> Axes:
+    """GPU busy fraction per pool (mean over its replicas)."""
+    return _percent_per_pool(run, "utilization", "busy (%)", "GPU utilisation per pool", _axes(ax))
 
 
 def kv_over_time(run: RunResults, ax: Axes | None = None) -> Axes:
     """KV cache occupancy per pool (mean over its replicas)."""
-    ax = _axes(ax)
-    if run.timeseries.empty:
-        return _no_data(ax, "time series")
-    table = _per_pool(run, "kv_occupancy", "mean")
-    for pool in table.columns:
-        ax.plot(table.index, 100.0 * table[pool], label=pool)
-    ax.set_ylim(0, 105)
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("KV cache in use (%)")
-    ax.set_title("KV occupancy per pool")
-    ax.legend(fontsize="small")
-    return ax
+    return _percent_per_pool(
+        run, "kv_occupancy", "KV cache in use (%)", "KV occupancy per pool", _axes(ax)
+    )
 
 
 def network_bytes(run: RunResults, ax: Axes | None = None) -> Axes:
