@@ -100,7 +100,8 @@ class ContextCurve:
 
         Iteration ``s`` (from 0) runs at context ``context + s``. Inside one
         linear segment of the grid the sum is ``steps`` times the value at the
-        middle context, exactly; otherwise the iterations are added one by one.
+        middle context, exactly; otherwise the running totals of
+        :meth:`cumulative_steps` give it.
         """
         xs = self._xs
         last = context + steps - 1
@@ -109,13 +110,8 @@ class ContextCurve:
             if i < len(xs) - 1 and last <= xs[i + 1]:
                 lat, energy = self.at(context + (steps - 1) / 2.0)
                 return lat * steps, energy * steps
-        total_lat = 0.0
-        total_energy = 0.0
-        for step in range(steps):
-            lat, energy = self.at(context + step)
-            total_lat += lat
-            total_energy += energy
-        return total_lat, total_energy
+        lat_totals, energy_totals = self.cumulative_steps(context, steps)
+        return lat_totals[-1], energy_totals[-1]
 
 
 class PhaseCost:
