@@ -1,16 +1,18 @@
 """Read-only snapshots the engine hands to policies.
 
 Policies never see the engine's mutable state: they get small frozen records
-describing exactly what a decision needs, and return a decision record.
+describing exactly what a decision needs, and return a decision record. The
+records made once per queued item or per speculation round are named tuples
+(cheap to build on the engine's hot path); the others are frozen dataclasses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class QueuedItem:
+class QueuedItem(NamedTuple):
     """A request waiting in a queue for an iteration.
 
     Attributes:
@@ -29,8 +31,7 @@ class QueuedItem:
     new_tokens: int
 
 
-@dataclass(frozen=True)
-class BatchChoice:
+class BatchChoice(NamedTuple):
     """A batching decision.
 
     Attributes:
@@ -75,8 +76,7 @@ class RoutingQuery:
     prompt_tokens: int
 
 
-@dataclass(frozen=True)
-class KSignals:
+class KSignals(NamedTuple):
     """What a draft-length controller may look at.
 
     Attributes:

@@ -75,7 +75,7 @@ class Network:
         queue_key = (link.src, link.dst, instance, direction)
         start_s = max(now_s, self._busy_until.get(queue_key, 0.0))
         done_s = start_s + serialise_s
-        counters = self.counters.setdefault((link.src, link.dst), LinkCounters())
+        counters = self._counters_of(link)
         if link.loss_pct > 0:
             while self.draws.random() < link.loss_pct / 100.0:
                 counters.retransmissions += 1
@@ -88,9 +88,16 @@ class Network:
             counters.bytes_down += nbytes
         return done_s + rtt_s / 2.0
 
+    def _counters_of(self, link: Link) -> LinkCounters:
+        key = (link.src, link.dst)
+        counters = self.counters.get(key)
+        if counters is None:
+            counters = self.counters[key] = LinkCounters()
+        return counters
+
     def count(self, link: Link, direction: int, nbytes: float) -> None:
         """Count bytes that cross a link without modelling their delay (streamed tokens)."""
-        counters = self.counters.setdefault((link.src, link.dst), LinkCounters())
+        counters = self._counters_of(link)
         if direction == UPLINK:
             counters.bytes_up += nbytes
         else:
