@@ -71,6 +71,10 @@ def detect_kind(path: Path) -> FileKind:
     )
 
 
+def _count(n: int, singular: str, plural: str) -> str:
+    return f"{n} {singular if n == 1 else plural}"
+
+
 def validate_file(path: Path, kind: FileKind | None = None) -> Verdict:
     """Validate one file with everything it references."""
     try:
@@ -79,7 +83,8 @@ def validate_file(path: Path, kind: FileKind | None = None) -> Verdict:
             scenario = load_scenario(path)
             summary = (
                 f"scenario {scenario.scenario_id}: mode {scenario.speculation.mode}, "
-                f"{len(scenario.devices)} device classes, {len(scenario.luts.keys())} LUT keys"
+                f"{_count(len(scenario.devices), 'device class', 'device classes')}, "
+                f"{_count(len(scenario.luts.keys()), 'LUT key', 'LUT keys')}"
             )
         elif kind == "lut":
             table = load_lut(path)
