@@ -117,3 +117,15 @@ def test_plot_metrics_refuses_a_missing_or_broken_directory(tmp_path, runs):
     done = run_python("scripts/plot_metrics.py", str(broken))
     assert done.returncode == 2
     assert "summary.json" in done.stderr and "valid JSON" in done.stderr
+
+
+def test_plot_metrics_names_a_broken_resolved_scenario(tmp_path, runs):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("summary.json", "requests.csv", "timeseries.csv"):
+        (broken / name).write_text((runs["none"] / name).read_text())
+    (broken / "scenario.resolved.yaml").write_text("workload: [unclosed\n")
+    done = run_python("scripts/plot_metrics.py", str(broken))
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "scenario.resolved.yaml" in done.stderr and "line" in done.stderr

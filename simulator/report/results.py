@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from simulator.errors import InputError, make_issue
+from simulator.loading import read_document
 
 REQUIRED_FILES = ("summary.json", "requests.csv", "timeseries.csv", "scenario.resolved.yaml")
 
@@ -113,7 +113,10 @@ def load_run(path: Path) -> RunResults:
             raise InputError(
                 [make_issue(path / name, "", str(exc)[:80], "a CSV file written by simulate")]
             ) from None
-    scenario = yaml.safe_load((path / "scenario.resolved.yaml").read_text(encoding="utf-8")) or {}
+    resolved = path / "scenario.resolved.yaml"
+    scenario = read_document(resolved, "resolved scenario")
+    if not isinstance(scenario, dict):
+        raise InputError([make_issue(resolved, "", scenario, "a mapping (the resolved scenario)")])
     return RunResults(
         path=path,
         summary=summary,
