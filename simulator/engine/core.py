@@ -2,8 +2,11 @@
 
 SimPy owns the clock. Events at the same instant run in SimPy's order (time,
 then priority, then the order they were scheduled), which is deterministic
-for a given scenario and seed. One event stands for one batch iteration on a
-replica or device, one network transfer, or one arrival — never one token.
+for a given scenario and seed. An event stands for a batch iteration (or an
+unchanged run of decode iterations) on a replica, the end of a prefill on a
+device, a network arrival, or a request arrival — never one token. A draft
+burst on a device needs no event of its own: its bundles are handed to the
+network at the instants they are done.
 
 Request life by mode:
 
