@@ -81,6 +81,7 @@ class SizeTimeoutBatcher:
     def __init__(self, limits: BatchLimits, params: NoParams | None = None) -> None:
         self.limits = limits
         self.params = params if params is not None else NoParams()
+        self._max_wait_s = limits.max_wait_ms / 1000.0
 
     def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
         """Apply the size/timeout rule (see the class docstring)."""
@@ -89,12 +90,12 @@ class SizeTimeoutBatcher:
         limits = self.limits
         if len(waiting) == 1:
             # The common case on a lightly loaded lane, without the sorting.
-            due_s = waiting[0].enqueued_s + limits.max_wait_ms / 1000.0
+            due_s = waiting[0].enqueued_s + self._max_wait_s
             if limits.max_batch > 1 and now_s < due_s:
                 return BatchChoice((), wake_at_s=due_s)
             return _TAKE_FIRST
         oldest_s = min(item.enqueued_s for item in waiting)
-        due_s = oldest_s + limits.max_wait_ms / 1000.0
+        due_s = oldest_s + self._max_wait_s
         if len(waiting) < limits.max_batch and now_s < due_s:
             return BatchChoice((), wake_at_s=due_s)
         order = sorted(range(len(waiting)), key=lambda i: (waiting[i].enqueued_s, i))

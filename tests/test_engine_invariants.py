@@ -133,11 +133,21 @@ def test_compressed_arrivals_never_shorten_a_prefill_wait(tmp_path_factory, low,
     assert heavy["ttft_server_ms"].mean() >= light["ttft_server_ms"].mean()
 
 
-@pytest.mark.parametrize("kv", ["queue", "preempt_recompute"])
-def test_fused_iterations_equal_stepped_iterations(tmp_path, kv):
+@pytest.mark.parametrize(
+    ("kv", "prefill_wait_ms"), [("queue", 0), ("preempt_recompute", 0), ("queue", 40)]
+)
+def test_fused_iterations_equal_stepped_iterations(tmp_path, kv, prefill_wait_ms):
+    """A run of decode iterations in one event equals stepping them one by one.
+
+    With ``prefill_wait_ms`` > 0 the prefill lane holds prompts back to fill
+    a batch; a prefill falling due must cut a decode run at its next
+    iteration boundary, as a stepped replica would start it there.
+    """
     workload = synthetic(60, 8, 400, 120)
     workload["synthetic"]["output_tokens"] = {"dist": "uniform", "low": 1, "high": 300}
-    base = {"scheduler.kv": {"on_full": kv}}
+    base: dict[str, object] = {"scheduler.kv": {"on_full": kv}}
+    if prefill_wait_ms:
+        base["scheduler.prefill"] = {"batching": {"max_batch": 4, "max_wait_ms": prefill_wait_ms}}
     fused = _run(
         tmp_path,
         "none",

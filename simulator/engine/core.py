@@ -2,11 +2,14 @@
 
 SimPy owns the clock. Events at the same instant run in SimPy's order (time,
 then priority, then the order they were scheduled), which is deterministic
-for a given scenario and seed. An event stands for a batch iteration (or an
-unchanged run of decode iterations) on a replica, the end of a prefill on a
-device, a network arrival, or a request arrival — never one token. A draft
-burst on a device needs no event of its own: its bundles are handed to the
-network at the instants they are done.
+for a given scenario and seed; deliveries of work come before the decisions
+of servers (see :mod:`simulator.engine.clock`). An event stands for a batch
+iteration (or an unchanged run of decode iterations) on a replica, the end
+of a prefill on a device, a network arrival, or a request arrival — never
+one token. A draft burst on a device needs no event of its own: its bundles
+are handed to the network at the instants they are done, and a bundle's
+arrival is an event only when it finds its replica idle (a busy replica
+takes in the arrived bundles when its iteration ends).
 
 Request life by mode:
 
@@ -33,10 +36,11 @@ import simpy
 from policies import registry
 from policies.views import AdmissionQuery, KSignals, ModeQuery, ReplicaLoad, RoutingQuery
 from simulator.acceptance import AcceptanceModel
+from simulator.engine.clock import call_at
 from simulator.engine.costs import PhaseCost
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.kv import KvPool
-from simulator.engine.network import DOWNLINK, UPLINK, Network
+from simulator.engine.network import Network
 from simulator.engine.request_state import RequestRecord, RequestState, to_record
 from simulator.engine.target import DECODE, FUSED, VERIFY, ReplicaCosts, TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
@@ -47,6 +51,8 @@ from simulator.scenario.model import DeviceClass, Link, ModelSpec, PolicyChoice,
 from simulator.workload import RequestTable
 
 MB_PER_GB = 1024.0
+LANE_OF_MODE = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}
+"""The decode-lane work of a request by its mode."""
 PROGRESS_EVERY = 500
 
 ProgressHook = Callable[[int, int, float], None]
@@ -147,6 +153,11 @@ class Engine:
         self.router = _instantiate(sched.routing)
         self.admission = _instantiate(sched.admission)
         self.k_controller = _instantiate(spec.k_control, spec.k)
+        self._k_default = spec.k
+        self._k_min = spec.k_min
+        self._k_max = spec.k_max
+        self._temperature = spec.temperature
+        self._payload = scenario.network.payload
         self.hybrid = _instantiate(spec.hybrid) if spec.mode == "hybrid" else None
         self._costs: dict[tuple[str, str, str], PhaseCost] = {}
         self._links: dict[tuple[str, str], Link | None] = {}
@@ -247,12 +258,11 @@ class Engine:
 
     # -- helpers -------------------------------------------------------------
     def _at(self, time_s: float, action: Callable[[], None]) -> None:
-        delay = time_s - self.env.now
-        if delay <= 0:
+        """Deliver ``action`` at ``time_s``: right away when that is now."""
+        if time_s <= self.env.now:
             action()
-            return
-        timer = self.env.timeout(delay)
-        timer.callbacks.append(lambda _event: action())
+        else:
+            call_at(self.env, time_s, action)
 
     def _link(self, req: RequestState, replica: TargetReplica) -> Link | None:
         if not req.origin:
@@ -264,43 +274,50 @@ class Engine:
             link = self._links[key] = self.scenario.network.link_between(*key)
             return link
 
-    def _send(
-        self,
-        req: RequestState,
-        replica: TargetReplica,
-        direction: int,
-        nbytes: float,
-        sent_s: float | None = None,
-    ) -> float:
-        """Hand ``nbytes`` to the request's link at ``sent_s`` (default now); return arrival."""
-        sent = self.env.now if sent_s is None else sent_s
+    def _resolve(self, req: RequestState, replica: TargetReplica) -> None:
+        """Fix what the admitted request uses on every round: channels, drafter, curve."""
         link = self._link(req, replica)
-        if link is None:
-            return sent
-        return self.network.transfer(link, req.device, direction, nbytes, sent)
+        if link is not None:
+            req.uplink, req.downlink = self.network.channels(link, req.device)
+        if req.mode == "distributed":
+            req.drafter = self._device(req.origin, req.device)
+        if req.mode != "none":
+            kind = VERIFY if req.mode == "distributed" else FUSED
+            req.acceptance = self._acceptance(req.origin if kind == VERIFY else replica.pool, kind)
+
+    @staticmethod
+    def _upload(req: RequestState, nbytes: float, sent_s: float) -> float:
+        """Send ``nbytes`` to the target at ``sent_s``; return when they arrive."""
+        channel = req.uplink
+        return sent_s if channel is None else channel.send(nbytes, sent_s)
+
+    @staticmethod
+    def _download(req: RequestState, nbytes: float, sent_s: float) -> float:
+        """Send ``nbytes`` to the client at ``sent_s``; return when they arrive."""
+        channel = req.downlink
+        return sent_s if channel is None else channel.send(nbytes, sent_s)
 
     def choose_k(self, req: RequestState, replica: TargetReplica | None) -> None:
         """Ask the k controller for the request's next draft length."""
-        spec = self.scenario.speculation
         target = replica if replica is not None else self.replicas[req.replica]
-        rate = req.accepted / req.drafted if req.drafted else math.nan
+        generated = req.generated
         signals = KSignals(
             self.env.now,
-            req.k or spec.k,
-            spec.k_min,
-            spec.k_max,
-            rate,
-            len(target.decode_q[VERIFY]),
-            req.context,
+            req.k or self._k_default,
+            self._k_min,
+            self._k_max,
+            req.accepted / req.drafted if req.drafted else math.nan,
+            target.waiting(VERIFY),
+            req.prompt_tokens + generated,
         )
         k = int(self.k_controller.next_k(signals))
-        req.k = max(1, min(k, max(1, req.remaining - 1)))
-        self._k_sum += req.k
+        k = max(1, min(k, req.output_tokens - generated - 1))
+        req.k = k
+        self._k_sum += k
         self._k_rounds += 1
 
-    def _acceptance(self, req: RequestState, kind: str) -> AcceptanceModel:
-        """The acceptance curve of the model that drafted: the origin's, or the fused one."""
-        owner = req.origin if kind == VERIFY else self.replicas[req.replica].pool
+    def _acceptance(self, owner: str, kind: str) -> AcceptanceModel:
+        """The acceptance curve of the model that drafts: ``owner``'s draft or fused model."""
         key = (kind, owner)
         found = self._acceptance_by_owner.get(key)
         if found is None:
@@ -311,13 +328,12 @@ class Engine:
             found = self._acceptance_by_owner[key] = spec.acceptance[model.acceptance or ""].model
         return found
 
-    def verify_round(self, req: RequestState, kind: str) -> int:
+    def verify_round(self, req: RequestState) -> int:
         """Sample the accepted prefix of a round; commit the tokens; return how many."""
-        model = self._acceptance(req, kind)
+        model = req.acceptance
+        assert model is not None
         accepted = int(
-            model.sample_accepted(
-                req.k, req.context, self.acceptance_rng, self.scenario.speculation.temperature
-            )
+            model.sample_accepted(req.k, req.context, self.acceptance_rng, self._temperature)
         )
         gained = min(accepted + 1, req.remaining)
         req.generated += gained
@@ -379,19 +395,15 @@ class Engine:
         self.tracer.event(
             now, "admit", f"request {req.request_id}", f"replica {replica.index} mode {req.mode}"
         )
-        kind = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}[req.mode]
+        self._resolve(req, replica)
+        kind = LANE_OF_MODE[req.mode]
         if self._exceeds_context_window(req, replica, kind):
             self.reject_on_replica(req, "context_window")
             return
-        arrive_s = self._send(
-            req,
-            replica,
-            UPLINK,
-            req.prompt_tokens * self.scenario.network.payload.bytes_per_prompt_token,
-        )
+        arrive_s = self._upload(req, req.prompt_tokens * self._payload.bytes_per_prompt_token, now)
         self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
-        if req.mode == "distributed":
-            self._device(req.origin, req.device).admit(req)
+        if req.drafter is not None:
+            req.drafter.admit(req)
 
     def _exceeds_context_window(self, req: RequestState, replica: TargetReplica, kind: str) -> bool:
         """Whether the request's longest context is beyond a model's LUT range.
@@ -400,11 +412,11 @@ class Engine:
         when it speculates. LUT grids end at the model's context window, so a
         request past it could not be served by that model at all.
         """
-        reserve = self.scenario.speculation.k_max if req.mode != "none" else 0
+        reserve = self._k_max if req.mode != "none" else 0
         needed = req.prompt_tokens + req.output_tokens + reserve
         window = replica.costs.context_window(kind)
-        if req.mode == "distributed":
-            window = min(window, self._device(req.origin, req.device).context_window)
+        if req.drafter is not None:
+            window = min(window, req.drafter.context_window)
         return needed > window
 
     def _candidate_replicas(self, req: RequestState) -> list[TargetReplica]:
@@ -437,15 +449,13 @@ class Engine:
         req.generated = 1
         self._tokens_out += 1
         req.first_token_server_s = now
-        arrive_s = self._send(
-            req, replica, DOWNLINK, self.scenario.network.payload.bytes_per_result_token
-        )
-
-        if req.mode == "distributed":
+        arrive_s = self._download(req, self._payload.bytes_per_result_token, now)
+        drafter = req.drafter
+        if drafter is not None:
 
             def first_token_reaches_device() -> None:
                 req.first_token_s = self.env.now
-                self._device(req.origin, req.device).on_first_token(req)
+                drafter.on_first_token(req)
 
             self._at(arrive_s, first_token_reaches_device)
             return
@@ -470,13 +480,12 @@ class Engine:
     def on_finished_server(self, replica: TargetReplica, req: RequestState, now_s: float) -> None:
         """The target committed the last token of a none/fused request."""
         req.finish_server_s = now_s
-        payload = self.scenario.network.payload.bytes_per_result_token
-        link = self._link(req, replica)
-        if link is not None and req.output_tokens > 2:
+        payload = self._payload.bytes_per_result_token
+        if req.downlink is not None and req.output_tokens > 2:
             # Tokens between the first and the last stream as they are made;
             # their bytes count, their delay is the last token's.
-            self.network.count(link, DOWNLINK, (req.output_tokens - 2) * payload)
-        arrive_s = self._send(req, replica, DOWNLINK, payload)
+            req.downlink.count((req.output_tokens - 2) * payload)
+        arrive_s = self._download(req, payload, now_s)
         self._at(arrive_s, lambda: self._complete(req, replica))
 
     def _complete(self, req: RequestState, replica: TargetReplica) -> None:
@@ -490,43 +499,41 @@ class Engine:
         self._outstanding -= 1
         self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
 
-    def send_bundle(self, req: RequestState, device: DraftDevice, sent_s: float) -> None:
-        """The device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
-        replica = self.replicas[req.replica]
+    def send_bundle(self, req: RequestState, sent_s: float) -> None:
+        """The request's device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
         req.round_sent_s = sent_s
-        nbytes = req.k * self.scenario.network.payload.bytes_per_draft_token
-        arrive_s = self._send(req, replica, UPLINK, nbytes, sent_s)
-        self._at(arrive_s, lambda: replica.enqueue_step(req, VERIFY))
+        channel = req.uplink
+        if channel is not None:
+            sent_s = channel.send(req.k * self._payload.bytes_per_draft_token, sent_s)
+        self.replicas[req.replica].enqueue_step(req, VERIFY, sent_s)
 
-    def on_verified(
-        self, replica: TargetReplica, req: RequestState, gained: int, now_s: float
-    ) -> None:
+    def on_verified(self, req: RequestState, gained: int, now_s: float) -> None:
         """A verify iteration committed ``gained`` tokens: send them back."""
-        arrive_s = self._send(
-            req, replica, DOWNLINK, gained * self.scenario.network.payload.bytes_per_result_token
-        )
+        arrive_s = self._download(req, gained * self._payload.bytes_per_result_token, now_s)
         if req.remaining <= 0:
             req.finish_server_s = now_s
+        self._at(arrive_s, lambda: self._result_arrives(req))
 
-        def result_arrives() -> None:
-            tvt = self.env.now - req.round_sent_s
-            if math.isnan(req.tvt_max_s) or tvt > req.tvt_max_s:
-                req.tvt_max_s = tvt
-            device = self._device(req.origin, req.device)
-            if req.remaining <= 0:
-                self.finish_distributed(req, device)
-            else:
-                device.next_round(req)
+    def _result_arrives(self, req: RequestState) -> None:
+        """A round's verified tokens reached the client: record its TVT, go on or finish."""
+        tvt = self.env.now - req.round_sent_s
+        if not tvt <= req.tvt_max_s:  # also when no round was timed yet (nan)
+            req.tvt_max_s = tvt
+        drafter = req.drafter
+        assert drafter is not None
+        if req.remaining <= 0:
+            self.finish_distributed(req)
+        else:
+            drafter.next_round(req)
 
-        self._at(arrive_s, result_arrives)
-
-    def finish_distributed(self, req: RequestState, device: DraftDevice) -> None:
+    def finish_distributed(self, req: RequestState) -> None:
         """The last verified tokens reached the client."""
         replica = self.replicas[req.replica]
         if req.kv_mb > 0:
             replica.release(req)
         self._complete(req, replica)
-        device.finish(req)
+        assert req.drafter is not None
+        req.drafter.finish(req)
 
     def reject_on_replica(self, req: RequestState, reason: str) -> None:
         """A replica cannot ever serve the request (e.g. its KV exceeds the capacity)."""
@@ -537,8 +544,8 @@ class Engine:
         replica.outstanding -= 1
         self._outstanding -= 1
         self.tracer.event(self.env.now, "reject", f"request {req.request_id}", reason)
-        if req.mode == "distributed":
-            self._device(req.origin, req.device).finish(req)
+        if req.drafter is not None:
+            req.drafter.finish(req)
 
     # -- what-if windows -----------------------------------------------------
     def _place_in_flight(self) -> None:
@@ -563,26 +570,19 @@ class Engine:
             req.mode = item.mode
             req.replica = replica.index
             req.device = item.device
+            self._resolve(req, replica)
             replica.outstanding += 1
             self._outstanding += 1
             self._in_flight_states.append(req)
-            kind = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}[item.mode]
+            kind = LANE_OF_MODE[item.mode]
             if item.generated == 0:
                 replica.enqueue_prefill(req, kind)
-                if item.mode == "distributed":
-                    self._device(item.origin, item.device).admit(req)
+                if req.drafter is not None:
+                    req.drafter.admit(req)
                 continue
-            need = replica._kv_need_mb(req, kind)
-            replica.kv.allocate(need, 0.0)
-            req.kv_mb = need
-            req.kv_peak_mb = need
-            replica.holders.append(req)
-            if item.mode == "distributed":
-                device = self._device(item.origin, item.device)
-                device.active.append(req)
-                device.ready_prefilled.add(req.request_id)
-                device.ready_first_token.add(req.request_id)
-                device.next_round(req)
+            replica.hold(req, kind)
+            if req.drafter is not None:
+                req.drafter.resume(req)
             else:
                 replica.enqueue_step(req, kind)
 

@@ -62,8 +62,12 @@ class ContextCurve:
         i = bisect_right(xs, context) - 1
         if i >= len(xs) - 1:
             return self._latency[-1], self._energy[-1]
-        x0 = xs[i]
-        w = (context - x0) / (xs[i + 1] - x0)
+        return self._within(i, context)
+
+    def _within(self, i: int, context: float) -> tuple[float, float]:
+        """Interpolate inside grid segment ``i`` (``xs[i] <= context <= xs[i + 1]``)."""
+        x0 = self._xs[i]
+        w = (context - x0) / (self._xs[i + 1] - x0)
         lat = self._latency[i] + w * (self._latency[i + 1] - self._latency[i])
         energy = self._energy[i] + w * (self._energy[i + 1] - self._energy[i])
         return lat, energy
@@ -108,7 +112,7 @@ class ContextCurve:
         if len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
             i = bisect_right(xs, context) - 1
             if i < len(xs) - 1 and last <= xs[i + 1]:
-                lat, energy = self.at(context + (steps - 1) / 2.0)
+                lat, energy = self._within(i, context + (steps - 1) / 2.0)
                 return lat * steps, energy * steps
         lat_totals, energy_totals = self.cumulative_steps(context, steps)
         return lat_totals[-1], energy_totals[-1]

@@ -11,10 +11,16 @@ request leaves the burst after its own ``k``-th token.
 The device is driven by callbacks, not a SimPy process: when it starts a
 burst it knows when each request's ``k``-th token is done, so it hands each
 bundle to the network at that (future) instant right away and schedules no
-event of its own unless more work is waiting. A round therefore costs two
-events on the device side (result arrival, bundle arrival) instead of a
-process wake-up per step. The device's busy time and energy are booked when
-a burst or prefill starts.
+event of its own unless more work is waiting. A round therefore costs one
+event on the device side, the arrival of its verified result (the bundle's
+arrival at the target is an event only if it finds the replica idle). The
+device's busy time and energy are booked when a burst or prefill starts.
+
+A device serving one request at a time starts its work as soon as the work
+arrives; nothing else can be waiting for it. A device serving several decides
+with the :data:`~simulator.engine.clock.DECISION` priority, after every
+delivery of the instant, so requests whose results arrive together share a
+burst.
 
 Thermal throttling: once a device has been busy for ``throttle_after_s``
 (counting busy time since it last rested idle for at least that long), its
@@ -32,6 +38,7 @@ import simpy
 
 from policies.views import QueuedItem
 from simulator.devices.model import Availability, ThermalSpec
+from simulator.engine.clock import DECISION, call_at
 from simulator.engine.costs import PhaseCost
 from simulator.engine.request_state import RequestState
 
@@ -65,6 +72,9 @@ class DraftDevice:
         self.thermal = thermal
         self.availability = availability
         self.context_window = min(prefill.context_window, draft.context_window)
+        self._always_available = availability.kind == "always" or not availability.windows
+        self._alone = draft.curve(1)
+        self._lane = engine.lanes["draft"]
         self.active: list[RequestState] = []
         self.waiting: list[RequestState] = []
         self.prefill_jobs: list[RequestState] = []
@@ -89,16 +99,26 @@ class DraftDevice:
     def _activate(self, req: RequestState) -> None:
         self.active.append(req)
         self.prefill_jobs.append(req)
-        self._poke()
+        self._work_arrived()
 
     def on_first_token(self, req: RequestState) -> None:
         """The target's first token reached the device."""
         self.ready_first_token.add(req.request_id)
         self._maybe_round(req)
 
+    def resume(self, req: RequestState) -> None:
+        """Take a request already past both prefills (a what-if window's start): draft."""
+        self.active.append(req)
+        self.ready_prefilled.add(req.request_id)
+        self.ready_first_token.add(req.request_id)
+        self.next_round(req)
+
     def next_round(self, req: RequestState) -> None:
-        """A verified result reached the device and output remains: draft again."""
-        self._queue_draft(req)
+        """Draft the request's next round (its verified result, or first token, is here)."""
+        req.ready_s = self.env.now
+        self.engine.choose_k(req, None)
+        self.draft_jobs.append(req)
+        self._work_arrived()
 
     def finish(self, req: RequestState) -> None:
         """The request is complete: free its slot for the next waiting one."""
@@ -113,48 +133,41 @@ class DraftDevice:
         rid = req.request_id
         if rid in self.ready_prefilled and rid in self.ready_first_token:
             if req.remaining <= 0:
-                self.engine.finish_distributed(req, self)
+                self.engine.finish_distributed(req)
             else:
-                self._queue_draft(req)
-
-    def _queue_draft(self, req: RequestState) -> None:
-        req.ready_s = self.env.now
-        self.engine.choose_k(req, None)
-        self.draft_jobs.append(req)
-        self._poke()
+                self.next_round(req)
 
     # -- the device's work ----------------------------------------------------
-    def _poke(self) -> None:
-        """New work was queued: start it now, or when the device is free."""
-        if self.env.now < self._busy_until:
-            self._wake_at(self._busy_until)
-        else:
+    def _work_arrived(self) -> None:
+        """New work was queued: decide now (one slot) or once the instant's deliveries are in."""
+        if self.max_concurrent == 1:
             self._try_start()
+        else:
+            self._wake_at(max(self.env.now, self._busy_until))
 
     def _wake_at(self, time_s: float) -> None:
-        """Re-examine the queues at ``time_s`` (one timer per distinct instant)."""
+        """Decide what to run at ``time_s`` (one decision per distinct instant)."""
         if time_s in self._wakes:
             return
         self._wakes.add(time_s)
-        timer = self.env.timeout(max(0.0, time_s - self.env.now))
-        timer.callbacks.append(lambda _event: self._on_wake(time_s))
+        call_at(self.env, time_s, lambda: self._on_wake(time_s), DECISION)
 
     def _on_wake(self, time_s: float) -> None:
         self._wakes.discard(time_s)
         self._try_start()
 
     def _try_start(self) -> None:
-        env = self.env
-        now = env.now
+        now = self.env.now
         if now < self._busy_until:
             self._wake_at(self._busy_until)
             return
         if not self.prefill_jobs and not self.draft_jobs:
             return
-        start = self.availability.next_available_s(now)
-        if start > now:
-            self._wake_at(start)
-            return
+        if not self._always_available:
+            start = self.availability.next_available_s(now)
+            if start > now:
+                self._wake_at(start)
+                return
         if self.prefill_jobs:
             self._start_prefill(self.prefill_jobs.pop(0))
             return
@@ -176,12 +189,13 @@ class DraftDevice:
         return thermal.throttle_factor if self._heat_s >= thermal.throttle_after_s else 1.0
 
     def _select_drafts(self) -> tuple[list[RequestState], float | None]:
-        items = [QueuedItem(r.request_id, r.ready_s, INF, r.context, r.k) for r in self.draft_jobs]
-        choice = self.engine.lanes["draft"].select(items, self.env.now)
+        jobs = self.draft_jobs
+        items = [QueuedItem(r.request_id, r.ready_s, INF, r.context, r.k) for r in jobs]
+        choice = self._lane.select(items, self.env.now)
         if not choice.take:
             return [], choice.wake_at_s
-        chosen = [self.draft_jobs[i] for i in choice.take[: self.max_concurrent]]
-        if len(chosen) == len(self.draft_jobs):
+        chosen = [jobs[i] for i in choice.take[: self.max_concurrent]]
+        if len(chosen) == len(jobs):
             self.draft_jobs = []
         else:
             keep = {id(r) for r in chosen}
@@ -196,24 +210,24 @@ class DraftDevice:
         energy_j /= factor
         self._book(now, latency_s, energy_j)
         req.draft_energy_j += energy_j
-        timer = self.env.timeout(latency_s)
-        timer.callbacks.append(lambda _event: self._prefill_done(req))
+        call_at(self.env, now + latency_s, lambda: self._prefill_done(req))
 
     def _prefill_done(self, req: RequestState) -> None:
         self.ready_prefilled.add(req.request_id)
         self._maybe_round(req)
-        self._try_start()
+        self._work_arrived()
 
     def _start_burst(self, batch: list[RequestState]) -> None:
         """Draft ``k`` tokens for each request, iteration by iteration."""
         start = self.env.now
-        factor = self._speed_factor(start)
+        factor = 1.0 if self.thermal is None else self._speed_factor(start)
         curve_at = self.draft_cost.at
         if len(batch) == 1:
             req = batch[0]
-            offset, total_energy = self.draft_cost.curve(1).sum_steps(req.context, req.k)
-            offset /= factor
-            total_energy /= factor
+            offset, total_energy = self._alone.sum_steps(req.context, req.k)
+            if factor != 1.0:
+                offset /= factor
+                total_energy /= factor
             req.draft_energy_j += total_energy
             done: list[tuple[float, RequestState]] = [(offset, req)]
             steps = req.k
@@ -244,7 +258,7 @@ class DraftDevice:
                 f"n={len(batch)} k={steps}",
             )
         for done_after_s, req in done:
-            self.engine.send_bundle(req, self, start + done_after_s)
+            self.engine.send_bundle(req, start + done_after_s)
         if self.prefill_jobs or self.draft_jobs:
             self._wake_at(self._busy_until)
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from simulator.acceptance import AcceptanceModel
+    from simulator.engine.draft_device import DraftDevice
+    from simulator.engine.network import Channel
 
 NAN = math.nan
 
@@ -15,15 +21,20 @@ class RequestState:
 
     Times are simulated seconds. ``generated`` counts output tokens the
     target has committed (the first comes from prefill; each speculation
-    round adds the accepted draft tokens plus one).
+    round adds the accepted draft tokens plus one). What a request needs on
+    every round (its drafter's acceptance curve, its draft device, its link
+    channels) is resolved once, when it is admitted.
     """
 
     __slots__ = (
+        "acceptance",
         "accepted",
         "arrival_s",
         "device",
+        "downlink",
         "draft_energy_j",
         "drafted",
+        "drafter",
         "finish_s",
         "finish_server_s",
         "first_token_s",
@@ -47,6 +58,7 @@ class RequestState:
         "slo_class",
         "target_energy_j",
         "tvt_max_s",
+        "uplink",
     )
 
     def __init__(
@@ -86,6 +98,10 @@ class RequestState:
         self.preemptions = 0
         self.outcome = "unfinished"
         self.reason = ""
+        self.acceptance: AcceptanceModel | None = None
+        self.drafter: DraftDevice | None = None
+        self.uplink: Channel | None = None
+        self.downlink: Channel | None = None
 
     @property
     def context(self) -> int:

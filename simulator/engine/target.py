@@ -8,6 +8,16 @@ run one kind per iteration). It runs one iteration at a time; when both lanes
 have work the prefill lane goes first, as vLLM's default scheduler does. Each
 lane's batching policy decides which waiting items form the next iteration.
 
+The replica is driven by callbacks on the simulation clock, not by a SimPy
+process. It decides what to run when an iteration ends and, while idle, when
+work arrives or a policy asked to be woken; decisions have the
+:data:`~simulator.engine.clock.DECISION` priority, so everything delivered at
+the same instant is waiting by then. Work announced ahead of time (a
+speculative bundle still crossing the network) is kept in an arrival heap and
+joins the decode lane at its arrival time: a busy replica takes in every
+bundle that has arrived when its iteration ends, so arrivals cost an event
+only when they find the replica idle.
+
 KV memory (``scheduler.kv.on_full``): with ``queue`` a request is prefilled
 only when the KV of its prompt, its whole output and one round of drafts
 fits, reserved at once, so running requests never run out; with
@@ -17,19 +27,21 @@ to the prefill lane to recompute their context.
 
 Runs of plain decode iterations whose batch does not change are advanced in
 one event (see ``simulation.fuse_iterations``): the iteration boundaries are
-computed exactly as stepping would, and an arriving prompt interrupts the
-run at the next boundary.
+computed exactly as stepping would, and a prompt that arrives (or a prefill
+batch that becomes due) cuts the run at the next boundary.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING
 
 import simpy
 
 from policies.views import QueuedItem
+from simulator.engine.clock import DECISION, call_at
 from simulator.engine.costs import PhaseCost
 from simulator.engine.kv import KvPool
 from simulator.engine.request_state import RequestState
@@ -41,6 +53,9 @@ DECODE = "decode"
 VERIFY = "verify"
 FUSED = "fused"
 INF = float("inf")
+
+Start = Callable[[], None]
+"""Starts a chosen iteration (or, when KV forces a preemption first, does only that)."""
 
 
 class ReplicaCosts:
@@ -61,6 +76,33 @@ class ReplicaCosts:
         """Longest context the LUTs of work ``kind`` cover (prefill and step)."""
         costs = (self.prefill[kind], self.step[kind])
         return min(cost.context_window for cost in costs if cost is not None)
+
+
+class _DecodeRun:
+    """A run of plain decode iterations over an unchanged batch.
+
+    Attributes:
+        batch: The requests decoded.
+        start_s: When the run started.
+        boundaries_s: End time of each iteration of the run.
+        energies_j: Energy used up to the end of each iteration.
+        planned: Iterations the run will complete (fewer once it is cut).
+    """
+
+    __slots__ = ("batch", "boundaries_s", "energies_j", "planned", "start_s")
+
+    def __init__(
+        self,
+        batch: list[RequestState],
+        start_s: float,
+        boundaries_s: list[float],
+        energies_j: list[float],
+    ) -> None:
+        self.batch = batch
+        self.start_s = start_s
+        self.boundaries_s = boundaries_s
+        self.energies_j = energies_j
+        self.planned = len(boundaries_s)
 
 
 class TargetReplica:
@@ -89,28 +131,66 @@ class TargetReplica:
         self.busy_s = 0.0
         self.energy_j = 0.0
         self.iterations = 0
-        self._wakeup: simpy.Event | None = None
-        self._in_run = False
-        self._timer_at = INF
-        self.process = self.env.process(self._loop())
+        self._incoming: list[tuple[float, int, str, RequestState]] = []
+        self._incoming_seq = 0
+        self._busy = False
+        self._decision_at = INF
+        self._run: _DecodeRun | None = None
+        self._prefill_lane = engine.lanes["prefill"]
+        self._step_lane = engine.lanes["verify"]
 
     # -- entry points ------------------------------------------------------
     def enqueue_prefill(self, req: RequestState, kind: str) -> None:
         """A prompt has arrived: queue it for prefill (``kind``: its decode-lane work)."""
-        self.prefill_q.append((req, kind, self.env.now))
+        now = self.env.now
+        self.prefill_q.append((req, kind, now))
         self.engine.tracer.event(
-            self.env.now, "prefill_queued", f"request {req.request_id}", f"replica {self.index}"
+            now, "prefill_queued", f"request {req.request_id}", f"replica {self.index}"
         )
-        self._poke(interrupt=True)
+        if not self._busy:
+            self._decide_at(now)
+        elif self._run is not None:
+            self._cut_run()
 
-    def enqueue_step(self, req: RequestState, kind: str) -> None:
-        """A request is ready for its next decode-lane iteration."""
-        req.ready_s = self.env.now
+    def enqueue_step(self, req: RequestState, kind: str, ready_s: float | None = None) -> None:
+        """A request is ready for its next decode-lane iteration at ``ready_s`` (default now).
+
+        A later ``ready_s`` announces work still on its way (a bundle crossing
+        the network): it joins the lane at that time.
+        """
+        now = self.env.now
+        if ready_s is not None and ready_s > now:
+            req.ready_s = ready_s
+            heappush(self._incoming, (ready_s, self._incoming_seq, kind, req))
+            self._incoming_seq += 1
+            if not self._busy:
+                self._decide_at(ready_s)
+            return
+        if self._incoming:
+            self._take_arrived(now)
+        req.ready_s = now
         self.decode_q[kind].append(req)
-        self._poke(interrupt=False)
+        if not self._busy:
+            self._decide_at(now)
+
+    def hold(self, req: RequestState, kind: str) -> None:
+        """Take a request that is already past prefill (a what-if window's start)."""
+        need = self.kv_need_mb(req, kind)
+        self.kv.allocate(need, self.env.now)
+        req.kv_mb = need
+        req.kv_peak_mb = need
+        self.holders.append(req)
+
+    def waiting(self, kind: str) -> int:
+        """Requests in the decode lane waiting for an iteration of ``kind`` now."""
+        if self._incoming:
+            self._take_arrived(self.env.now)
+        return len(self.decode_q[kind])
 
     def queue_lengths(self) -> tuple[int, int, int, int]:
-        """Return (prefill, decode, verify, fused) queue lengths."""
+        """Return (prefill, decode, verify, fused) queue lengths now."""
+        if self._incoming:
+            self._take_arrived(self.env.now)
         return (
             len(self.prefill_q),
             len(self.decode_q[DECODE]),
@@ -118,63 +198,84 @@ class TargetReplica:
             len(self.decode_q[FUSED]),
         )
 
-    # -- scheduling loop -----------------------------------------------------
-    def _poke(self, interrupt: bool) -> None:
-        if self._wakeup is not None and not self._wakeup.triggered:
-            self._wakeup.succeed()
-        elif interrupt and self._in_run:
-            self._in_run = False
-            self.process.interrupt("prefill")
+    # -- scheduling ----------------------------------------------------------
+    def _take_arrived(self, now_s: float) -> None:
+        """Move the announced work that has arrived by ``now_s`` into its lane."""
+        incoming = self._incoming
+        while incoming and incoming[0][0] <= now_s:
+            _ready_s, _seq, kind, req = heappop(incoming)
+            self.decode_q[kind].append(req)
 
-    def _arm_timer(self, at_s: float) -> None:
-        if at_s >= self._timer_at and self._timer_at > self.env.now:
-            return
-        self._timer_at = at_s
-        timer = self.env.timeout(max(0.0, at_s - self.env.now))
-        timer.callbacks.append(lambda _event: self._poke(interrupt=True))
+    def _decide_at(self, at_s: float) -> None:
+        """Make sure an idle replica decides again no later than ``at_s``."""
+        if at_s < self._decision_at:
+            self._decision_at = at_s
+            call_at(self.env, at_s, lambda: self._on_decision_time(at_s), DECISION)
 
-    def _loop(self) -> Generator[simpy.Event, Any, None]:
-        while True:
-            work, wake_at = self._next_work()
-            if work is None:
-                if wake_at < INF:
-                    self._arm_timer(wake_at)
-                self._wakeup = self.env.event()
-                yield self._wakeup
-                self._wakeup = None
-                continue
-            yield from work()
+    def _on_decision_time(self, at_s: float) -> None:
+        if at_s != self._decision_at:
+            return  # superseded by an earlier decision
+        self._decision_at = INF
+        if not self._busy:
+            self._decide()
+        elif self._run is not None and self.prefill_q:
+            self._cut_run()  # a prefill batch fell due during a decode run
 
-    def _next_work(self) -> tuple[Callable[[], Generator[simpy.Event, Any, None]] | None, float]:
+    def _decide(self) -> None:
+        """Start the next iteration, or arrange to decide again when work is due."""
+        while not self._busy:
+            now = self.env.now
+            if self._incoming:
+                self._take_arrived(now)
+            start, wake_at = self._next_work()
+            if start is None and self._incoming:
+                wake_at = min(wake_at, self._incoming[0][0])
+            if wake_at < INF:
+                # Also while busy: a prefill batch falling due cuts a decode run.
+                self._decide_at(wake_at)
+            if start is None:
+                return
+            start()
+
+    def _end_iteration(self) -> None:
+        """The running iteration's results are applied: decide what comes next."""
+        self._busy = False
+        self._decide()
+
+    def _next_work(self) -> tuple[Start | None, float]:
         wake_at = INF
         if self.prefill_q:
             batch, wake = self._select_prefill()
             if batch:
-                return (lambda: self._run_prefill(batch)), INF
+                return (lambda: self._start_prefill(batch)), INF
             wake_at = min(wake_at, wake)
-        kinds = [k for k in (DECODE, VERIFY, FUSED) if self.decode_q[k]]
+        queues = self.decode_q
+        kinds = [k for k in (DECODE, VERIFY, FUSED) if queues[k]]
         if kinds:
-            kind = min(kinds, key=lambda k: min(r.ready_s for r in self.decode_q[k]))
-            queue = self.decode_q[kind]
-            lane = self.engine.lanes["verify"]
+            if len(kinds) == 1:
+                kind = kinds[0]
+            else:
+                kind = min(kinds, key=lambda k: min(r.ready_s for r in queues[k]))
+            queue = queues[kind]
             items = [
                 QueuedItem(
                     r.request_id, r.ready_s, INF, r.context, 1 if kind == DECODE else r.k + 1
                 )
                 for r in queue
             ]
-            choice = lane.select(items, self.env.now)
+            choice = self._step_lane.select(items, self.env.now)
             if choice.take:
                 chosen = [queue[i] for i in choice.take]
                 if kind == DECODE:
-                    return (lambda: self._run_decode(chosen)), INF
-                return (lambda: self._run_speculative(chosen, kind)), INF
+                    return (lambda: self._start_decode(chosen)), wake_at
+                return (lambda: self._start_speculative(chosen, kind)), wake_at
             if choice.wake_at_s is not None:
                 wake_at = min(wake_at, choice.wake_at_s)
         return None, wake_at
 
     # -- prefill -------------------------------------------------------------
-    def _kv_need_mb(self, req: RequestState, kind: str) -> float:
+    def kv_need_mb(self, req: RequestState, kind: str) -> float:
+        """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
         per_token = self.kv_mb_per_token[kind]
         if self.engine.kv_policy == "queue":
             return (req.prompt_tokens + req.output_tokens + self.engine.k_reserve) * per_token
@@ -189,7 +290,7 @@ class TargetReplica:
         for i, (req, kind, _) in enumerate(self.prefill_q):
             if (FUSED if kind == FUSED else VERIFY) != first_model:
                 continue
-            need = self._kv_need_mb(req, kind)
+            need = self.kv_need_mb(req, kind)
             if need > budget + 1e-9:
                 if not eligible and need > self.kv.capacity_mb:
                     self._reject_too_large(i)
@@ -199,7 +300,7 @@ class TargetReplica:
             eligible.append(i)
         if not eligible:
             if self.engine.kv_policy == "preempt_recompute":
-                self._preempt_for(self._kv_need_mb(*self.prefill_q[0][:2]))
+                self._preempt_for(self.kv_need_mb(*self.prefill_q[0][:2]))
             return [], INF
         items = [
             QueuedItem(
@@ -211,7 +312,7 @@ class TargetReplica:
             )
             for i in eligible
         ]
-        choice = self.engine.lanes["prefill"].select(items, self.env.now)
+        choice = self._prefill_lane.select(items, self.env.now)
         if not choice.take:
             return [], choice.wake_at_s if choice.wake_at_s is not None else INF
         taken = [eligible[j] for j in choice.take]
@@ -224,9 +325,7 @@ class TargetReplica:
         req, _kind, _ = self.prefill_q.pop(position)
         self.engine.reject_on_replica(req, "kv_capacity")
 
-    def _run_prefill(
-        self, batch: list[tuple[RequestState, str]]
-    ) -> Generator[simpy.Event, Any, None]:
+    def _start_prefill(self, batch: list[tuple[RequestState, str]]) -> None:
         now = self.env.now
         kind = batch[0][1]
         cost = self.costs.prefill[kind]
@@ -234,7 +333,7 @@ class TargetReplica:
         n = len(batch)
         mean_context = sum(req.context for req, _ in batch) / n
         for req, k in batch:
-            need = self._kv_need_mb(req, k)
+            need = self.kv_need_mb(req, k)
             self.kv.allocate(need, now)
             req.kv_mb = need
             req.kv_peak_mb = max(req.kv_peak_mb, need)
@@ -245,10 +344,21 @@ class TargetReplica:
             self.engine.tracer.event(
                 now, "prefill_start", f"replica {self.index}", f"n={n} context={mean_context:.1f}"
             )
-        yield self.env.timeout(latency_s)
+        self._busy = True
+        call_at(
+            self.env,
+            now + latency_s,
+            lambda: self._end_prefill(batch, latency_s, energy_j),
+            DECISION,
+        )
+
+    def _end_prefill(
+        self, batch: list[tuple[RequestState, str]], latency_s: float, energy_j: float
+    ) -> None:
         self._account(latency_s, energy_j, [req for req, _ in batch])
-        for req, k in batch:
-            self.engine.on_prefilled(self, req, k)
+        for req, kind in batch:
+            self.engine.on_prefilled(self, req, kind)
+        self._end_iteration()
 
     # -- decode lane ---------------------------------------------------------
     def _account(self, latency_s: float, energy_j: float, reqs: list[RequestState]) -> None:
@@ -259,10 +369,9 @@ class TargetReplica:
         for req in reqs:
             req.target_energy_j += share
 
-    def _run_decode(self, batch: list[RequestState]) -> Generator[simpy.Event, Any, None]:
+    def _start_decode(self, batch: list[RequestState]) -> None:
         """Plain decode iterations; a run of them with an unchanged batch in one event."""
-        env = self.env
-        start = env.now
+        start = self.env.now
         cost = self.costs.step[DECODE]
         assert cost is not None
         n = len(batch)
@@ -279,27 +388,43 @@ class TargetReplica:
         curve = cost.curve(n, 1)
         context = sum(req.context for req in batch) / n
         elapsed_s, energies = curve.cumulative_steps(context, iterations)
-        boundaries = [start + t for t in elapsed_s]
-        done = len(boundaries)
-        self._in_run = done > 1
-        try:
-            yield env.timeout(boundaries[-1] - start)
-        except simpy.Interrupt:
-            now = env.now
-            done = min(len(boundaries), bisect_left(boundaries, now) + 1)
-            self._in_run = False
-            remaining_s = boundaries[done - 1] - now
-            if remaining_s > 0:
-                yield env.timeout(remaining_s)
-        self._in_run = False
-        elapsed = boundaries[done - 1] - start
-        self.busy_s += elapsed
-        self.energy_j += energies[done - 1]
+        run = _DecodeRun(batch, start, [start + t for t in elapsed_s], energies)
+        self._run = run
+        self._busy = True
+        self._schedule_run_end(run)
+
+    def _schedule_run_end(self, run: _DecodeRun) -> None:
+        planned = run.planned
+        call_at(
+            self.env,
+            run.boundaries_s[planned - 1],
+            lambda: self._end_decode(run, planned),
+            DECISION,
+        )
+
+    def _cut_run(self) -> None:
+        """End the decode run at its next iteration boundary (work is waiting)."""
+        run = self._run
+        assert run is not None
+        done = min(run.planned, bisect_left(run.boundaries_s, self.env.now) + 1)
+        if done < run.planned:
+            run.planned = done
+            self._schedule_run_end(run)
+
+    def _end_decode(self, run: _DecodeRun, done: int) -> None:
+        if run is not self._run or done != run.planned:
+            return  # the run was cut: an earlier end replaced this one
+        self._run = None
+        batch = run.batch
+        n = len(batch)
+        energy_j = run.energies_j[done - 1]
+        self.busy_s += run.boundaries_s[done - 1] - run.start_s
+        self.energy_j += energy_j
         self.iterations += done
-        share = energies[done - 1] / n
+        share = energy_j / n
         per_token = self.kv_mb_per_token[DECODE]
         grow = self.engine.kv_policy == "preempt_recompute"
-        now = env.now
+        now = self.env.now
         for req in batch:
             req.target_energy_j += share
             req.generated += done
@@ -320,18 +445,20 @@ class TargetReplica:
             for req in finished:
                 self.release(req)
                 self.engine.on_finished_server(self, req, now)
+        self._end_iteration()
 
-    def _run_speculative(
-        self, batch: list[RequestState], kind: str
-    ) -> Generator[simpy.Event, Any, None]:
+    def _start_speculative(self, batch: list[RequestState], kind: str) -> None:
         """One verify (distributed) or fused draft+verify iteration."""
-        env = self.env
+        now = self.env.now
         cost = self.costs.step[kind]
         assert cost is not None
         n = len(batch)
         queue = self.decode_q[kind]
-        gone = {id(req) for req in batch}
-        self.decode_q[kind] = [req for req in queue if id(req) not in gone]
+        if n == len(queue):
+            self.decode_q[kind] = []
+        else:
+            gone = {id(req) for req in batch}
+            self.decode_q[kind] = [req for req in queue if id(req) not in gone]
         if kind == FUSED:
             for req in batch:
                 self.engine.choose_k(req, self)
@@ -340,35 +467,46 @@ class TargetReplica:
         if self.engine.kv_policy == "preempt_recompute":
             need = n * (fanout + 1) * self.kv_mb_per_token[kind]
             if not self.kv.fits(need):
-                for req in batch:
-                    self.decode_q[kind].append(req)
+                self.decode_q[kind].extend(batch)
                 self._preempt_for(need, keep=batch)
                 return
         latency_s, energy_j = cost.at(context, n, fanout)
         if self.engine.tracing:
             self.engine.tracer.event(
-                env.now, f"{kind}_start", f"replica {self.index}", f"n={n} k={fanout}"
+                now, f"{kind}_start", f"replica {self.index}", f"n={n} k={fanout}"
             )
-        yield env.timeout(latency_s)
+        self._busy = True
+        call_at(
+            self.env,
+            now + latency_s,
+            lambda: self._end_speculative(batch, kind, latency_s, energy_j),
+            DECISION,
+        )
+
+    def _end_speculative(
+        self, batch: list[RequestState], kind: str, latency_s: float, energy_j: float
+    ) -> None:
         self._account(latency_s, energy_j, batch)
-        now = env.now
+        engine = self.engine
+        now = self.env.now
         per_token = self.kv_mb_per_token[kind]
-        grow = self.engine.kv_policy == "preempt_recompute"
+        grow = engine.kv_policy == "preempt_recompute"
         for req in batch:
-            gained = self.engine.verify_round(req, kind)
+            gained = engine.verify_round(req)
             if grow:
                 self.kv.allocate(gained * per_token, now)
                 req.kv_mb += gained * per_token
                 req.kv_peak_mb = max(req.kv_peak_mb, req.kv_mb)
-            if req.remaining <= 0:
-                self.release(req)
-                if kind == FUSED:
-                    self.engine.on_finished_server(self, req, now)
-            elif kind == FUSED:
-                req.ready_s = now
-                self.decode_q[FUSED].append(req)
             if kind == VERIFY:
-                self.engine.on_verified(self, req, gained, now)
+                if req.remaining <= 0:
+                    self.release(req)
+                engine.on_verified(req, gained, now)
+            elif req.remaining <= 0:
+                self.release(req)
+                engine.on_finished_server(self, req, now)
+            else:
+                self.enqueue_step(req, FUSED)
+        self._end_iteration()
 
     # -- KV ------------------------------------------------------------------
     def release(self, req: RequestState) -> None:

@@ -1,0 +1,63 @@
+"""Actions on the SimPy clock, with an explicit order among those of one instant.
+
+SimPy processes events by time, then priority, then the order in which they
+were scheduled. The engine uses two priorities:
+
+- :data:`DELIVERY` for everything that *brings* work somewhere: a request
+  arriving, a prompt or result reaching the other end of a link, a device
+  finishing a prefill.
+- :data:`DECISION` for a server choosing its next iteration: a target
+  replica finishing an iteration, or waking up to pick work. Decisions of an
+  instant run after every delivery of that instant, so work that arrives at
+  the same moment as a replica becomes free joins its next batch.
+
+Actions are plain callables scheduled with :func:`call_at`; nothing here
+keeps state of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import simpy
+from simpy.events import Event
+
+DELIVERY = 1
+"""Priority of actions that deliver work (SimPy's ``NORMAL``, as its timeouts use)."""
+DECISION = 2
+"""Priority of a server's scheduling decision: after every delivery of the instant."""
+
+
+class _Action(Event):
+    """An event already triggered at creation that runs one action when processed."""
+
+    def __init__(
+        self, env: simpy.Environment, delay_s: float, action: Callable[[], None], priority: int
+    ) -> None:
+        # Like SimPy's Timeout, set the fields of a triggered event directly.
+        self.env = env
+        self.callbacks = [self._run]
+        self._value = None
+        self._ok = True
+        self._action = action
+        env.schedule(self, priority, delay_s)  # type: ignore[arg-type]
+
+    def _run(self, _event: Event) -> None:
+        self._action()
+
+
+def call_at(
+    env: simpy.Environment,
+    time_s: float,
+    action: Callable[[], None],
+    priority: int = DELIVERY,
+) -> None:
+    """Run ``action()`` at simulated time ``time_s`` (now if it is in the past).
+
+    Args:
+        env: The simulation's environment (its one clock).
+        time_s: When to run the action.
+        action: What to run.
+        priority: :data:`DELIVERY` or :data:`DECISION` (see the module docstring).
+    """
+    _Action(env, max(0.0, time_s - env.now), action, priority)

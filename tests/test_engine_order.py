@@ -1,0 +1,101 @@
+"""Same-instant order and batch formation, checked on event-order logs.
+
+The engine's rule: everything delivered at an instant (request arrivals,
+prompts, bundles and results reaching the far end of a link) is in place
+before any replica decides its next iteration at that instant, and a busy
+replica takes in every bundle that arrived during its iteration when the
+iteration ends.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from simulator import load_scenario, run
+from simulator.engine.clock import DECISION, DELIVERY, call_at
+from simulator.engine.tracing import ListTracer
+from tests.engine_fixtures import write_scenario
+
+
+def test_deliveries_of_an_instant_come_before_its_decisions():
+    env = simpy.Environment()
+    log: list[tuple[float, str]] = []
+    call_at(env, 1.0, lambda: log.append((env.now, "decide")), DECISION)
+    call_at(env, 1.0, lambda: log.append((env.now, "deliver a")), DELIVERY)
+    call_at(env, 0.5, lambda: log.append((env.now, "earlier")), DECISION)
+    call_at(env, 1.0, lambda: log.append((env.now, "deliver b")))
+    env.run()
+    assert log == [(0.5, "earlier"), (1.0, "deliver a"), (1.0, "deliver b"), (1.0, "decide")]
+
+
+def test_an_action_in_the_past_runs_at_once_in_order():
+    env = simpy.Environment()
+    log: list[str] = []
+    env.run(until=2.0)
+    call_at(env, 1.0, lambda: log.append("late"))
+    call_at(env, 2.0, lambda: log.append("now"))
+    env.run()
+    assert log == ["late", "now"]
+    assert env.now == 2.0
+
+
+def _trace(tmp_path, rows: list[str]) -> dict:
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    return {"source": f"trace://{path}", "slo": {"ttft_ms": 1000, "tpot_ms": 100, "tvt_ms": 200}}
+
+
+def _replica_log(tracer: ListTracer) -> list[tuple[str, str]]:
+    return [
+        (kind, detail)
+        for _, kind, subject, detail in tracer.events
+        if subject.startswith("replica") and kind != "prefill_queued"
+    ]
+
+
+def test_prompts_of_one_instant_share_a_prefill_batch(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=_trace(tmp_path, ["0.0,100,3", "0.0,100,3", "0.0,100,3"]),
+        clients=1000,
+        extra={"scheduler.prefill": {"batching": {"max_batch": 4, "max_wait_ms": 0}}},
+    )
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    # Three devices' links: the prompts reach the replica at the same instant.
+    assert result.requests["device"].nunique() == 3
+    log = _replica_log(tracer)
+    assert log[0] == ("prefill_start", "n=3 context=100.0")
+    assert sum(kind == "prefill_start" for kind, _ in log) == 1
+
+
+def test_bundles_that_arrive_during_an_iteration_join_the_next_batch(tmp_path):
+    """A and B are prefilled together (0-12 ms) and their bundles arrive at 16 ms.
+
+    C's prompt (13 ms) finds the replica idle and is prefilled alone
+    (13-24 ms); both bundles arrive during that prefill and are verified
+    together when it ends. C's own round follows.
+    """
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=_trace(tmp_path, ["0.0,100,2", "0.0,100,2", "0.013,100,2"]),
+        clients=1000,
+        alpha=0.0,
+        k=1,
+        extra={"scheduler.prefill": {"batching": {"max_batch": 2, "max_wait_ms": 0}}},
+    )
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    assert result.requests["device"].nunique() == 3  # three devices, no queueing on one
+    times = {(kind, detail): t for t, kind, subject, detail in tracer.events}
+    assert _replica_log(tracer) == [
+        ("prefill_start", "n=2 context=100.0"),
+        ("prefill_start", "n=1 context=100.0"),
+        ("verify_start", "n=2 k=1"),
+        ("verify_start", "n=1 k=1"),
+    ]
+    assert abs(times[("prefill_start", "n=1 context=100.0")] - 0.013) < 1e-3
+    assert abs(times[("verify_start", "n=2 k=1")] - 0.024) < 1e-3
+    assert (result.requests["outcome"] == "completed").all()
