@@ -509,7 +509,11 @@ class Engine:
 
     def on_verified(self, req: RequestState, gained: int, now_s: float) -> None:
         """A verify iteration committed ``gained`` tokens: send them back."""
-        arrive_s = self._download(req, gained * self._payload.bytes_per_result_token, now_s)
+        channel = req.downlink
+        if channel is None:
+            arrive_s = now_s
+        else:
+            arrive_s = channel.send(gained * self._payload.bytes_per_result_token, now_s)
         if req.remaining <= 0:
             req.finish_server_s = now_s
         self._at(arrive_s, lambda: self._result_arrives(req))

@@ -169,11 +169,11 @@ class DraftDevice:
                 self._wake_at(start)
                 return
         if self.prefill_jobs:
-            self._start_prefill(self.prefill_jobs.pop(0))
+            self._start_prefill(self.prefill_jobs.pop(0), now)
             return
-        batch, wake_at = self._select_drafts()
+        batch, wake_at = self._select_drafts(now)
         if batch:
-            self._start_burst(batch)
+            self._start_burst(batch, now)
         elif wake_at is not None:
             self._wake_at(wake_at)
 
@@ -188,10 +188,10 @@ class DraftDevice:
             self._heat_s = 0.0
         return thermal.throttle_factor if self._heat_s >= thermal.throttle_after_s else 1.0
 
-    def _select_drafts(self) -> tuple[list[RequestState], float | None]:
+    def _select_drafts(self, now_s: float) -> tuple[list[RequestState], float | None]:
         jobs = self.draft_jobs
         items = [QueuedItem(r.request_id, r.ready_s, INF, r.context, r.k) for r in jobs]
-        choice = self._lane.select(items, self.env.now)
+        choice = self._lane.select(items, now_s)
         if not choice.take:
             return [], choice.wake_at_s
         chosen = [jobs[i] for i in choice.take[: self.max_concurrent]]
@@ -202,8 +202,7 @@ class DraftDevice:
             self.draft_jobs = [r for r in self.draft_jobs if id(r) not in keep]
         return chosen, None
 
-    def _start_prefill(self, req: RequestState) -> None:
-        now = self.env.now
+    def _start_prefill(self, req: RequestState, now: float) -> None:
         factor = self._speed_factor(now)
         latency_s, energy_j = self.prefill_cost.at(req.prompt_tokens, 1, 1)
         latency_s /= factor
@@ -217,9 +216,8 @@ class DraftDevice:
         self._maybe_round(req)
         self._work_arrived()
 
-    def _start_burst(self, batch: list[RequestState]) -> None:
-        """Draft ``k`` tokens for each request, iteration by iteration."""
-        start = self.env.now
+    def _start_burst(self, batch: list[RequestState], start: float) -> None:
+        """Draft ``k`` tokens for each request, iteration by iteration, from ``start``."""
         factor = 1.0 if self.thermal is None else self._speed_factor(start)
         curve_at = self.draft_cost.at
         if len(batch) == 1:

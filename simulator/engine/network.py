@@ -96,7 +96,10 @@ class Channel:
                 done_s += rtt_s + serialise_s
         self._busy_until_s = done_s
         counters.transfers += 1
-        self.count(nbytes)
+        if self.uplink:
+            counters.bytes_up += nbytes
+        else:
+            counters.bytes_down += nbytes
         return done_s + rtt_s / 2.0
 
     def count(self, nbytes: float) -> None:
