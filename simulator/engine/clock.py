@@ -60,4 +60,5 @@ def call_at(
         action: What to run.
         priority: :data:`DELIVERY` or :data:`DECISION` (see the module docstring).
     """
-    _Action(env, max(0.0, time_s - env.now), action, priority)
+    delay_s = time_s - env.now
+    _Action(env, delay_s if delay_s > 0.0 else 0.0, action, priority)

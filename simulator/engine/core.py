@@ -311,7 +311,12 @@ class Engine:
             req.prompt_tokens + generated,
         )
         k = int(self.k_controller.next_k(signals))
-        k = max(1, min(k, req.output_tokens - generated - 1))
+        # Never draft past the output: the round's bonus token is the last one.
+        most = req.output_tokens - generated - 1
+        if k > most:
+            k = most
+        if k < 1:
+            k = 1
         req.k = k
         self._k_sum += k
         self._k_rounds += 1

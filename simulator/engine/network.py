@@ -88,7 +88,8 @@ class Channel:
             factor = 1.0 + self._bw_sigma * self._draws.standard_normal()
             bandwidth_bps *= max(MIN_BANDWIDTH_FRACTION, factor)
         serialise_s = nbytes * BITS_PER_BYTE / bandwidth_bps
-        done_s = max(sent_s, self._busy_until_s) + serialise_s
+        busy_s = self._busy_until_s
+        done_s = (sent_s if sent_s > busy_s else busy_s) + serialise_s
         counters = self.counters
         if self._loss > 0:
             while self._draws.random() < self._loss:
