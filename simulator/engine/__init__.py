@@ -1,1 +1,1 @@
-"""The event engine: SimPy processes for replicas, devices, network and requests."""
+"""The event engine: request flow, target replicas, draft devices and network on one SimPy clock."""
