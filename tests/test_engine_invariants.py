@@ -14,7 +14,7 @@ from simulator import load_scenario, run
 from simulator.engine.tracing import ListTracer
 from simulator.outputs import write_results
 from simulator.runner import build_requests
-from tests.engine_fixtures import synthetic, write_scenario
+from tests.engine_fixtures import PROFILES, synthetic, write_scenario
 
 MODES = ("none", "distributed", "fused", "hybrid")
 
@@ -297,3 +297,32 @@ def test_per_request_slo_flags_add_up_to_the_summary(tmp_path):
     attainment = result.summary["goodput"]["slo_attainment"]
     assert frame["slo_met"].mean() == pytest.approx(attainment)
     assert 0.0 < attainment < 1.0
+
+
+@pytest.mark.parametrize("mode", ["none", "fused", "distributed"])
+def test_preempt_and_recompute_under_memory_pressure_finishes_everything(tmp_path, mode):
+    """40 requests of 500 tokens need 10 GB of KV; the replica has 3 GB.
+
+    Prompts wait for free KV instead of evicting running requests, and growth
+    evicts the newest request, so the oldest always progress: every request
+    completes, some after recomputing their context.
+    """
+    profile = yaml.safe_load((PROFILES / "a100-tp1.yaml").read_text())
+    profile["memory"]["kv_cache_limit_mb"] = 3000.0
+    profile["sources"]["memory.kv_cache_limit_mb"] = "test configuration"
+    (tmp_path / "a100-tp1.yaml").write_text(yaml.safe_dump(profile))
+    path = write_scenario(
+        tmp_path,
+        mode=mode,
+        workload=synthetic(40, 20, 300, 200),
+        clients=20,
+        extra={"scheduler.kv": {"on_full": "preempt_recompute"}},
+    )
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][1]["profile"] = str(tmp_path / "a100-tp1.yaml")
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    frame = run(load_scenario(path)).requests
+    assert (frame["outcome"] == "completed").all()
+    assert (frame["generated_tokens"] == frame["output_tokens"]).all()
+    assert frame["preemptions"].sum() > 0
+    assert frame["kv_peak_mb"].max() <= 3000.0

@@ -21,9 +21,10 @@ only when they find the replica idle.
 KV memory (``scheduler.kv.on_full``): with ``queue`` a request is prefilled
 only when the KV of its prompt, its whole output and one round of drafts
 fits, reserved at once, so running requests never run out; with
-``preempt_recompute`` KV grows token by token and, when the next iteration
-would not fit, the most recently admitted requests are evicted and go back
-to the prefill lane to recompute their context.
+``preempt_recompute`` KV grows token by token, a prompt waits for free KV
+rather than evict anything, and when a batch's next iteration would not fit,
+the most recently admitted requests are evicted and go to the head of the
+prefill lane to recompute their context (vLLM's recompute preemption).
 
 Runs of plain decode iterations whose batch does not change are advanced in
 one event (see ``simulation.fuse_iterations``): the iteration boundaries are
@@ -299,9 +300,7 @@ class TargetReplica:
             budget -= need
             eligible.append(i)
         if not eligible:
-            if self.engine.kv_policy == "preempt_recompute":
-                self._preempt_for(self.kv_need_mb(*self.prefill_q[0][:2]))
-            return [], INF
+            return [], INF  # the head waits for running requests to free KV
         items = [
             QueuedItem(
                 self.prefill_q[i][0].request_id,
@@ -374,17 +373,17 @@ class TargetReplica:
         start = self.env.now
         cost = self.costs.step[DECODE]
         assert cost is not None
+        per_token = self.kv_mb_per_token[DECODE]
+        if self.engine.kv_policy == "preempt_recompute":
+            batch = self._make_room(batch, DECODE, lambda members: len(members) * per_token)
+            if not batch:
+                return
         n = len(batch)
         iterations = min(req.remaining for req in batch)
         if not self.engine.fuse_iterations:
             iterations = 1
-        if self.engine.kv_policy == "preempt_recompute":
-            per_step = n * self.kv_mb_per_token[DECODE]
-            room = int(self.kv.free_mb // per_step) if per_step > 0 else iterations
-            if room < 1:
-                self._preempt_for(per_step, keep=batch)
-                return
-            iterations = min(iterations, room)
+        if self.engine.kv_policy == "preempt_recompute" and per_token > 0:
+            iterations = min(iterations, int(self.kv.free_mb // (n * per_token)))
         curve = cost.curve(n, 1)
         context = sum(req.context for req in batch) / n
         elapsed_s, energies = curve.cumulative_steps(context, iterations)
@@ -462,14 +461,18 @@ class TargetReplica:
         if kind == FUSED:
             for req in batch:
                 self.engine.choose_k(req, self)
+        if self.engine.kv_policy == "preempt_recompute":
+            per_token = self.kv_mb_per_token[kind]
+            batch = self._make_room(
+                batch,
+                kind,
+                lambda members: len(members) * (max(r.k for r in members) + 1) * per_token,
+            )
+            if not batch:
+                return
+            n = len(batch)
         fanout = max(req.k for req in batch)
         context = sum(req.context for req in batch) / n
-        if self.engine.kv_policy == "preempt_recompute":
-            need = n * (fanout + 1) * self.kv_mb_per_token[kind]
-            if not self.kv.fits(need):
-                self.decode_q[kind].extend(batch)
-                self._preempt_for(need, keep=batch)
-                return
         latency_s, energy_j = cost.at(context, n, fanout)
         if self.engine.tracing:
             self.engine.tracer.event(
@@ -517,36 +520,48 @@ class TargetReplica:
         if req in self.holders:
             self.holders.remove(req)
 
-    def _preempt_for(self, need_mb: float, keep: list[RequestState] | None = None) -> None:
-        """Evict the most recently admitted requests until ``need_mb`` fits."""
-        protected = {id(r) for r in keep} if keep else set()
-        for victim in reversed(list(self.holders)):
-            if self.kv.fits(need_mb):
-                break
-            if id(victim) in protected:
-                continue
-            for kind, queue in self.decode_q.items():
-                if victim in queue:
-                    queue.remove(victim)
-                    self.release(victim)
-                    victim.preemptions += 1
-                    self.prefill_q.append((victim, kind, self.env.now))
-                    self.engine.tracer.event(
-                        self.env.now,
-                        "preempt",
-                        f"request {victim.request_id}",
-                        f"replica {self.index}",
-                    )
-                    break
-        if not self.kv.fits(need_mb) and keep:
-            # Nothing else can be evicted: shrink the batch to its oldest member.
-            for req in keep[1:]:
-                for queue in self.decode_q.values():
-                    if req in queue:
-                        queue.remove(req)
-                        self.release(req)
-                        req.preemptions += 1
-                        self.prefill_q.append(
-                            (req, DECODE if req.mode == "none" else FUSED, self.env.now)
-                        )
-                        break
+    def _make_room(
+        self,
+        batch: list[RequestState],
+        kind: str,
+        need_mb: Callable[[list[RequestState]], float],
+    ) -> list[RequestState]:
+        """Evict requests until the batch's next iteration fits in KV (``preempt_recompute``).
+
+        As vLLM does when a running sequence cannot grow, the most recently
+        admitted request goes first, whether it waits in the decode lane or
+        belongs to the batch; the oldest requests keep running, so the
+        replica always makes progress. Each victim frees its KV and goes to
+        the head of the prefill lane to recompute its context. Returns what
+        is left of the batch (empty when not even its oldest member fits).
+        """
+        batch = list(batch)
+        while batch and not self.kv.fits(need_mb(batch)):
+            victim, victim_kind = self._newest_evictable(batch, kind)
+            if any(member is victim for member in batch):
+                batch = [member for member in batch if member is not victim]
+            self._evict(victim, victim_kind)
+        return batch
+
+    def _newest_evictable(self, batch: list[RequestState], kind: str) -> tuple[RequestState, str]:
+        """The most recently admitted request in the batch or waiting in the decode lane."""
+        in_batch = {id(req) for req in batch}
+        queued = {id(req): lane for lane, queue in self.decode_q.items() for req in queue}
+        for req in reversed(self.holders):
+            if id(req) in in_batch:
+                return req, kind
+            if id(req) in queued:
+                return req, queued[id(req)]
+        raise AssertionError("a batch member holds no KV")
+
+    def _evict(self, victim: RequestState, kind: str) -> None:
+        """Free the victim's KV and queue it, first in line, to recompute its prefill."""
+        queue = self.decode_q[kind]
+        if victim in queue:
+            queue.remove(victim)
+        self.release(victim)
+        victim.preemptions += 1
+        self.prefill_q.insert(0, (victim, kind, victim.arrival_s))
+        self.engine.tracer.event(
+            self.env.now, "preempt", f"request {victim.request_id}", f"replica {self.index}"
+        )
