@@ -507,18 +507,12 @@ class Engine:
     def send_bundle(self, req: RequestState, sent_s: float) -> None:
         """The request's device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
         req.round_sent_s = sent_s
-        channel = req.uplink
-        if channel is not None:
-            sent_s = channel.send(req.k * self._payload.bytes_per_draft_token, sent_s)
-        self.replicas[req.replica].enqueue_step(req, VERIFY, sent_s)
+        arrive_s = self._upload(req, req.k * self._payload.bytes_per_draft_token, sent_s)
+        self.replicas[req.replica].enqueue_step(req, VERIFY, arrive_s)
 
     def on_verified(self, req: RequestState, gained: int, now_s: float) -> None:
         """A verify iteration committed ``gained`` tokens: send them back."""
-        channel = req.downlink
-        if channel is None:
-            arrive_s = now_s
-        else:
-            arrive_s = channel.send(gained * self._payload.bytes_per_result_token, now_s)
+        arrive_s = self._download(req, gained * self._payload.bytes_per_result_token, now_s)
         if req.remaining <= 0:
             req.finish_server_s = now_s
         self._at(arrive_s, lambda: self._result_arrives(req))

@@ -208,7 +208,7 @@ class TargetReplica:
             self.decode_q[kind].append(req)
 
     def _decide_at(self, at_s: float) -> None:
-        """Make sure an idle replica decides again no later than ``at_s``."""
+        """Make sure the replica decides again (or cuts its decode run) by ``at_s``."""
         if at_s < self._decision_at:
             self._decision_at = at_s
             call_at(self.env, at_s, lambda: self._on_decision_time(at_s), DECISION)
