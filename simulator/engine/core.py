@@ -337,10 +337,11 @@ class Engine:
         """Sample the accepted prefix of a round; commit the tokens; return how many."""
         model = req.acceptance
         assert model is not None
-        accepted = int(
-            model.sample_accepted(req.k, req.context, self.acceptance_rng, self._temperature)
-        )
-        gained = min(accepted + 1, req.remaining)
+        accepted = model.sample_accepted(req.k, req.context, self.acceptance_rng, self._temperature)
+        gained = accepted + 1
+        remaining = req.output_tokens - req.generated
+        if gained > remaining:
+            gained = remaining
         req.generated += gained
         req.drafted += req.k
         req.accepted += accepted

@@ -54,6 +54,7 @@ class Channel:
         "_loss",
         "_rtt_s",
         "_rtt_sigma_s",
+        "_steady",
         "counters",
         "link",
         "uplink",
@@ -77,31 +78,43 @@ class Channel:
         self._bw_sigma = jitter.bw_sigma_pct / 100.0 if jitter.enabled else 0.0
         self._draws = draws
         self._busy_until_s = 0.0
+        self._steady = self._rtt_sigma_s == 0 and self._bw_sigma == 0 and self._loss == 0
+        """No jitter and no loss: every transfer takes its nominal time."""
 
     def send(self, nbytes: float, sent_s: float) -> float:
         """Queue ``nbytes`` handed over at ``sent_s``; return when the last byte arrives."""
-        rtt_s = self._rtt_s
-        bandwidth_bps = self._bandwidth_bps
-        if self._rtt_sigma_s > 0:
-            rtt_s = max(0.0, rtt_s + self._rtt_sigma_s * self._draws.standard_normal())
-        if self._bw_sigma > 0:
-            factor = 1.0 + self._bw_sigma * self._draws.standard_normal()
-            bandwidth_bps *= max(MIN_BANDWIDTH_FRACTION, factor)
-        serialise_s = nbytes * BITS_PER_BYTE / bandwidth_bps
         busy_s = self._busy_until_s
-        done_s = (sent_s if sent_s > busy_s else busy_s) + serialise_s
-        counters = self.counters
-        if self._loss > 0:
-            while self._draws.random() < self._loss:
-                counters.retransmissions += 1
-                done_s += rtt_s + serialise_s
+        start_s = sent_s if sent_s > busy_s else busy_s
+        if self._steady:
+            rtt_s = self._rtt_s
+            done_s = start_s + nbytes * BITS_PER_BYTE / self._bandwidth_bps
+        else:
+            rtt_s, done_s = self._perturbed(nbytes, start_s)
         self._busy_until_s = done_s
+        counters = self.counters
         counters.transfers += 1
         if self.uplink:
             counters.bytes_up += nbytes
         else:
             counters.bytes_down += nbytes
         return done_s + rtt_s / 2.0
+
+    def _perturbed(self, nbytes: float, start_s: float) -> tuple[float, float]:
+        """Return the RTT and the end of serialisation of a transfer with jitter and loss."""
+        draws = self._draws
+        rtt_s = self._rtt_s
+        bandwidth_bps = self._bandwidth_bps
+        if self._rtt_sigma_s > 0:
+            rtt_s = max(0.0, rtt_s + self._rtt_sigma_s * draws.standard_normal())
+        if self._bw_sigma > 0:
+            factor = 1.0 + self._bw_sigma * draws.standard_normal()
+            bandwidth_bps *= max(MIN_BANDWIDTH_FRACTION, factor)
+        serialise_s = nbytes * BITS_PER_BYTE / bandwidth_bps
+        done_s = start_s + serialise_s
+        while self._loss > 0 and draws.random() < self._loss:
+            self.counters.retransmissions += 1
+            done_s += rtt_s + serialise_s
+        return rtt_s, done_s
 
     def count(self, nbytes: float) -> None:
         """Count bytes that cross the link without modelling their delay (streamed tokens)."""
