@@ -98,7 +98,8 @@ class SizeTimeoutBatcher:
         due_s = oldest_s + self._max_wait_s
         if len(waiting) < limits.max_batch and now_s < due_s:
             return BatchChoice((), wake_at_s=due_s)
-        order = sorted(range(len(waiting)), key=lambda i: (waiting[i].enqueued_s, i))
+        # Oldest first; the sort is stable, so equal times keep their queue order.
+        order = sorted(range(len(waiting)), key=[item.enqueued_s for item in waiting].__getitem__)
         take: list[int] = []
         tokens = 0
         for index in order:

@@ -34,4 +34,8 @@ class StaticK:
 
     def next_k(self, signals: KSignals) -> int:
         """Return the fixed k, clipped to the allowed range."""
-        return max(signals.k_min, min(signals.k_max, self.k))
+        if self.k > signals.k_max:
+            return signals.k_max
+        if self.k < signals.k_min:
+            return signals.k_min
+        return self.k
