@@ -9,12 +9,14 @@ iteration ends.
 
 from __future__ import annotations
 
+import pytest
 import simpy
+import yaml
 
 from simulator import load_scenario, run
 from simulator.engine.clock import DECISION, DELIVERY, call_at
 from simulator.engine.tracing import ListTracer
-from tests.engine_fixtures import write_scenario
+from tests.engine_fixtures import PROFILES, write_scenario
 
 
 def test_deliveries_of_an_instant_come_before_its_decisions():
@@ -98,4 +100,39 @@ def test_bundles_that_arrive_during_an_iteration_join_the_next_batch(tmp_path):
     ]
     assert abs(times[("prefill_start", "n=1 context=100.0")] - 0.013) < 1e-3
     assert abs(times[("verify_start", "n=2 k=1")] - 0.024) < 1e-3
+    assert (result.requests["outcome"] == "completed").all()
+
+
+def test_a_device_serving_several_requests_drafts_those_ready_together_in_one_burst(tmp_path):
+    """Two requests on one two-slot device, zero-byte payloads over a 0 ms link.
+
+    The device prefills A (0-6 ms) then B (6-12 ms); the target prefills both
+    together (0-12 ms), so at 12 ms B's draft prefill ends and both first
+    tokens arrive. The device decides after those deliveries: one burst for both.
+    """
+    profile = yaml.safe_load((PROFILES / "rtx-4050-laptop.yaml").read_text())
+    profile["compute"]["max_concurrent_requests"] = 2
+    (tmp_path / "rtx-4050-laptop.yaml").write_text(yaml.safe_dump(profile))
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=_trace(tmp_path, ["0.0,100,3", "0.0,100,3"]),
+        alpha=0.0,
+        k=1,
+        extra={
+            "scheduler.prefill": {"batching": {"max_batch": 2, "max_wait_ms": 0}},
+            "network.payload": {
+                "bytes_per_prompt_token": 0,
+                "bytes_per_draft_token": 0,
+                "bytes_per_result_token": 0,
+            },
+        },
+    )
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][0]["profile"] = str(tmp_path / "rtx-4050-laptop.yaml")
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    bursts = [(t, detail) for t, kind, _, detail in tracer.events if kind == "draft_burst"]
+    assert bursts[0] == (pytest.approx(0.012), "n=2 k=1")
     assert (result.requests["outcome"] == "completed").all()
