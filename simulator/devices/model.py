@@ -200,6 +200,22 @@ class Availability:
                 return cycle_start + max(phase, window.start_s)
         return cycle_start + self.period_s + self.windows[0].start_s
 
+    def next_unavailable_s(self, time_s: float) -> float:
+        """Return the earliest time ``>= time_s`` at which the device is unavailable (inf: never)."""
+        if self.kind == "always" or self.period_s is None or not self.windows:
+            return math.inf
+        cycle_start = time_s - math.fmod(time_s, self.period_s)
+        phase = time_s - cycle_start
+        for window in self.windows:
+            if phase < window.start_s:
+                return time_s
+            if phase < window.end_s:
+                if window.end_s >= self.period_s and self.windows[0].start_s <= 0.0:
+                    # Open across the period's end: closed at the end of the next window.
+                    return cycle_start + self.period_s + self.windows[0].end_s
+                return cycle_start + window.end_s
+        return time_s
+
 
 @dataclass(frozen=True)
 class EnergySpec:

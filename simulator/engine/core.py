@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import simpy
@@ -40,6 +40,7 @@ from simulator.engine.clock import call_at
 from simulator.engine.costs import PhaseCost
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.kv import KvPool
+from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
 from simulator.engine.request_state import RequestRecord, RequestState, to_record
 from simulator.engine.target import DECODE, FUSED, VERIFY, ReplicaCosts, TargetReplica
@@ -149,7 +150,13 @@ class Engine:
             "prefill": _instantiate(sched.prefill.policy, sched.prefill.limits),
             "draft": _instantiate(sched.draft.policy, sched.draft.limits),
             "verify": _instantiate(sched.verify.policy, sched.verify.limits),
+            # Requests ready again at the end of their own iteration never wait for a batch.
+            "continuous": _instantiate(
+                sched.verify.policy, replace(sched.verify.limits, max_wait_ms=0.0)
+            ),
         }
+        self.max_running = sched.max_running_requests
+        self.microbatcher = Microbatcher(sched.verify.microbatch)
         self.router = _instantiate(sched.routing)
         self.admission = _instantiate(sched.admission)
         self.k_controller = _instantiate(spec.k_control, spec.k)
@@ -164,6 +171,7 @@ class Engine:
         self._acceptance_by_owner: dict[tuple[str, str], AcceptanceModel] = {}
         self.replicas: list[TargetReplica] = []
         self._build_replicas()
+        self._always_available = all(r.always_available for r in self.replicas)
         self._devices: dict[tuple[str, int], DraftDevice] = {}
         self._states: list[RequestState] = []
         self._outstanding = 0
@@ -212,7 +220,16 @@ class Engine:
             capacity = self._kv_capacity_mb(device, static_mb)
             for _ in range(device.count):
                 index = len(self.replicas)
-                replica = TargetReplica(self, index, device.id, costs, KvPool(capacity), per_token)
+                replica = TargetReplica(
+                    self,
+                    index,
+                    device.id,
+                    costs,
+                    KvPool(capacity),
+                    per_token,
+                    device.profile.compute.thermal,
+                    device.profile.availability,
+                )
                 self.replicas.append(replica)
 
     def _kv_capacity_mb(self, device: DeviceClass, static_mb: float) -> float:
@@ -426,12 +443,18 @@ class Engine:
         return needed > window
 
     def _candidate_replicas(self, req: RequestState) -> list[TargetReplica]:
-        if not req.origin:
-            return self.replicas
-        linked = [
-            r for r in self.replicas if self.scenario.network.link_between(req.origin, r.pool)
-        ]
-        return linked or self.replicas
+        """Replicas linked to the request's origin, those available now when any are."""
+        candidates = self.replicas
+        if req.origin:
+            linked = [
+                r for r in self.replicas if self.scenario.network.link_between(req.origin, r.pool)
+            ]
+            candidates = linked or self.replicas
+        if not self._always_available:
+            now = self.env.now
+            available = [r for r in candidates if r.available(now)]
+            return available or candidates
+        return candidates
 
     def _mode_for(self, req: RequestState, replica: TargetReplica) -> str:
         if self.mode != "hybrid":
@@ -534,7 +557,7 @@ class Engine:
         """The last verified tokens reached the client."""
         replica = self.replicas[req.replica]
         if req.kv_mb > 0:
-            replica.release(req)
+            replica.finish(req)
         self._complete(req, replica)
         assert req.drafter is not None
         req.drafter.finish(req)

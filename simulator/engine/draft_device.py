@@ -22,12 +22,8 @@ with the :data:`~simulator.engine.clock.DECISION` priority, after every
 delivery of the instant, so requests whose results arrive together share a
 burst.
 
-Thermal throttling: once a device has been busy for ``throttle_after_s``
-(counting busy time since it last rested idle for at least that long), its
-iterations take ``1 / throttle_factor`` times as long and use as much more
-energy; a profile whose onset is unknown (``throttle_after_s: null``) runs at
-its sustained, throttled rate throughout. Availability windows delay work
-until the device is available.
+Thermal throttling follows :mod:`simulator.engine.heat`. Availability
+windows delay work until the device is available.
 """
 
 from __future__ import annotations
@@ -40,6 +36,7 @@ from policies.views import QueuedItem
 from simulator.devices.model import Availability, ThermalSpec
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.costs import PhaseCost
+from simulator.engine.heat import Heat
 from simulator.engine.request_state import RequestState
 
 if TYPE_CHECKING:
@@ -69,7 +66,7 @@ class DraftDevice:
         self.prefill_cost = prefill
         self.draft_cost = draft
         self.max_concurrent = max_concurrent
-        self.thermal = thermal
+        self.heat = Heat(thermal)
         self.availability = availability
         self.context_window = min(prefill.context_window, draft.context_window)
         self._always_available = availability.kind == "always" or not availability.windows
@@ -83,8 +80,6 @@ class DraftDevice:
         self.ready_first_token: set[int] = set()
         self.busy_s = 0.0
         self.energy_j = 0.0
-        self._heat_s = 0.0
-        self._last_end_s = -INF
         self._busy_until = -INF
         self._wakes: set[float] = set()
 
@@ -177,17 +172,6 @@ class DraftDevice:
         elif wake_at is not None:
             self._wake_at(wake_at)
 
-    def _speed_factor(self, now_s: float) -> float:
-        """Throughput factor of the next job: ``throttle_factor`` when hot, else 1."""
-        thermal = self.thermal
-        if thermal is None:
-            return 1.0
-        if thermal.throttle_after_s is None:
-            return thermal.throttle_factor
-        if now_s - self._last_end_s >= thermal.throttle_after_s:
-            self._heat_s = 0.0
-        return thermal.throttle_factor if self._heat_s >= thermal.throttle_after_s else 1.0
-
     def _select_drafts(self, now_s: float) -> tuple[list[RequestState], float | None]:
         jobs = self.draft_jobs
         items = [QueuedItem(r.request_id, r.ready_s, INF, r.context, r.k) for r in jobs]
@@ -203,7 +187,7 @@ class DraftDevice:
         return chosen, None
 
     def _start_prefill(self, req: RequestState, now: float) -> None:
-        factor = self._speed_factor(now)
+        factor = self.heat.factor(now)
         latency_s, energy_j = self.prefill_cost.at(req.prompt_tokens, 1, 1)
         latency_s /= factor
         energy_j /= factor
@@ -218,7 +202,7 @@ class DraftDevice:
 
     def _start_burst(self, batch: list[RequestState], start: float) -> None:
         """Draft ``k`` tokens for each request, iteration by iteration, from ``start``."""
-        factor = 1.0 if self.thermal is None else self._speed_factor(start)
+        factor = self.heat.factor(start)
         curve_at = self.draft_cost.at
         if len(batch) == 1:
             req = batch[0]
@@ -262,11 +246,7 @@ class DraftDevice:
 
     def _book(self, start_s: float, latency_s: float, energy_j: float) -> None:
         """Book a job from ``start_s`` to ``start_s + latency_s``: busy time, heat, energy."""
-        cool_s = self.thermal.throttle_after_s if self.thermal is not None else None
-        if cool_s is not None and start_s - self._last_end_s >= cool_s:
-            self._heat_s = 0.0
-        self._heat_s += latency_s
-        self._last_end_s = start_s + latency_s
+        self.heat.book(start_s, latency_s)
         self._busy_until = start_s + latency_s
         self.busy_s += latency_s
         self.energy_j += energy_j

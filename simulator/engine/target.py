@@ -8,6 +8,17 @@ run one kind per iteration). It runs one iteration at a time; when both lanes
 have work the prefill lane goes first, as vLLM's default scheduler does. Each
 lane's batching policy decides which waiting items form the next iteration.
 
+Running set: a replica runs at most ``scheduler.max_running_requests``
+requests at once (prefilled, holding KV, not finished), like vLLM's
+``max_num_seqs``; a waiting prompt is prefilled only while fewer run. The
+decode lane batches continuously over the running set: every iteration takes
+the ready requests, up to the lane's ``max_batch``, those ready longest first
+(ties in queue order), so when more are ready than ``max_batch`` they take
+turns. Requests that are ready again at the end of their own iteration (plain
+decode, fused rounds) never wait for a batch to fill; ``max_wait_ms`` holds
+back only verify bundles arriving from the network. One iteration's batch is
+priced in microbatches (:mod:`simulator.engine.microbatch`).
+
 The replica is driven by callbacks on the simulation clock, not by a SimPy
 process. It decides what to run when an iteration ends and, while idle, when
 work arrives or a policy asked to be woken; decisions have the
@@ -27,9 +38,18 @@ the most recently admitted requests are evicted and go to the head of the
 prefill lane to recompute their context (vLLM's recompute preemption).
 
 Runs of plain decode iterations whose batch does not change are advanced in
-one event (see ``simulation.fuse_iterations``): the iteration boundaries are
-computed exactly as stepping would, and a prompt that arrives (or a prefill
-batch that becomes due) cuts the run at the next boundary.
+one event (see ``simulation.fuse_iterations``): only when the batch is the
+whole decode queue and forms one microbatch, ending at the first finish, at
+the iteration that would start throttled or after the replica becomes
+unavailable, or where KV runs out; the iteration boundaries are computed
+exactly as stepping would, and a prompt that arrives (or a prefill batch
+that becomes due) while a slot is free cuts the run at the next boundary.
+
+Thermal throttling (:mod:`simulator.engine.heat`) slows a replica's
+iterations as it does a draft device's. Availability windows: outside them a
+replica starts no iteration (an iteration under way finishes), its requests
+keep their KV and wait, and routing sends new requests to available
+replicas when there are any.
 """
 
 from __future__ import annotations
@@ -42,8 +62,10 @@ from typing import TYPE_CHECKING
 import simpy
 
 from policies.views import QueuedItem
+from simulator.devices.model import Availability, ThermalSpec
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.costs import PhaseCost
+from simulator.engine.heat import Heat
 from simulator.engine.kv import KvPool
 from simulator.engine.request_state import RequestState
 
@@ -117,6 +139,8 @@ class TargetReplica:
         costs: ReplicaCosts,
         kv: KvPool,
         kv_mb_per_token: dict[str, float],
+        thermal: ThermalSpec | None = None,
+        availability: Availability | None = None,
     ) -> None:
         self.engine = engine
         self.env: simpy.Environment = engine.env
@@ -139,6 +163,14 @@ class TargetReplica:
         self._run: _DecodeRun | None = None
         self._prefill_lane = engine.lanes["prefill"]
         self._step_lane = engine.lanes["verify"]
+        self._continuous_lane = engine.lanes["continuous"]
+        self.max_running = engine.max_running
+        self.microbatcher = engine.microbatcher
+        self.heat = Heat(thermal)
+        self.availability = availability
+        self.always_available = (
+            availability is None or availability.kind == "always" or not availability.windows
+        )
 
     # -- entry points ------------------------------------------------------
     def enqueue_prefill(self, req: RequestState, kind: str) -> None:
@@ -150,8 +182,21 @@ class TargetReplica:
         )
         if not self._busy:
             self._decide_at(now)
-        elif self._run is not None:
+        elif self._run is not None and len(self.holders) < self.max_running:
             self._cut_run()
+
+    @property
+    def running(self) -> int:
+        """Requests prefilled (or being prefilled) and not finished: they hold KV."""
+        return len(self.holders)
+
+    def available(self, now_s: float) -> bool:
+        """Whether the replica is inside an availability window at ``now_s``."""
+        return (
+            self.always_available
+            or self.availability is None
+            or self.availability.is_available(now_s)
+        )
 
     def enqueue_step(self, req: RequestState, kind: str, ready_s: float | None = None) -> None:
         """A request is ready for its next decode-lane iteration at ``ready_s`` (default now).
@@ -219,13 +264,17 @@ class TargetReplica:
         self._decision_at = INF
         if not self._busy:
             self._decide()
-        elif self._run is not None and self.prefill_q:
+        elif self._run is not None and self.prefill_q and len(self.holders) < self.max_running:
             self._cut_run()  # a prefill batch fell due during a decode run
 
     def _decide(self) -> None:
         """Start the next iteration, or arrange to decide again when work is due."""
         while not self._busy:
             now = self.env.now
+            if not self.always_available and not self.available(now):
+                assert self.availability is not None
+                self._decide_at(self.availability.next_available_s(now))
+                return
             if self._incoming:
                 self._take_arrived(now)
             start, wake_at = self._next_work()
@@ -264,7 +313,8 @@ class TargetReplica:
                 )
                 for r in queue
             ]
-            choice = self._step_lane.select(items, self.env.now)
+            lane = self._step_lane if kind == VERIFY else self._continuous_lane
+            choice = lane.select(items, self.env.now)
             if choice.take:
                 chosen = [queue[i] for i in choice.take]
                 if kind == DECODE:
@@ -283,7 +333,14 @@ class TargetReplica:
         return (req.context + 1) * per_token
 
     def _select_prefill(self) -> tuple[list[tuple[RequestState, str]], float]:
-        """Pick the prefill batch: FIFO prefix whose KV fits, then the lane policy."""
+        """Pick the prefill batch: FIFO prefix whose KV fits, then the lane policy.
+
+        At most as many as the running set has free slots; none while it is full
+        (the next finish frees a slot and the replica decides again then).
+        """
+        slots = self.max_running - len(self.holders)
+        if slots <= 0:
+            return [], INF
         first_kind = self.prefill_q[0][1]
         first_model = FUSED if first_kind == FUSED else VERIFY
         budget = self.kv.free_mb
@@ -299,6 +356,8 @@ class TargetReplica:
                 break
             budget -= need
             eligible.append(i)
+            if len(eligible) == slots:
+                break
         if not eligible:
             return [], INF  # the head waits for running requests to free KV
         items = [
@@ -338,7 +397,7 @@ class TargetReplica:
             req.kv_peak_mb = max(req.kv_peak_mb, need)
             if req not in self.holders:
                 self.holders.append(req)
-        latency_s, energy_j = cost.at(mean_context, n, 1)
+        latency_s, energy_j = self._throttled(now, *cost.at(mean_context, n, 1))
         if self.engine.tracing:
             self.engine.tracer.event(
                 now, "prefill_start", f"replica {self.index}", f"n={n} context={mean_context:.1f}"
@@ -379,18 +438,49 @@ class TargetReplica:
             if not batch:
                 return
         n = len(batch)
-        iterations = min(req.remaining for req in batch)
-        if not self.engine.fuse_iterations:
-            iterations = 1
+        run = self._plan_decode(batch, start, cost)
         if self.engine.kv_policy == "preempt_recompute" and per_token > 0:
-            iterations = min(iterations, int(self.kv.free_mb // (n * per_token)))
-        curve = cost.curve(n, 1)
-        context = sum(req.context for req in batch) / n
-        elapsed_s, energies = curve.cumulative_steps(context, iterations)
-        run = _DecodeRun(batch, start, [start + t for t in elapsed_s], energies)
+            fits = int(self.kv.free_mb // (n * per_token))
+            if fits < run.planned:
+                run.planned = fits
         self._run = run
         self._busy = True
         self._schedule_run_end(run)
+
+    def _plan_decode(self, batch: list[RequestState], start: float, cost: PhaseCost) -> _DecodeRun:
+        """Price the decode run starting now: one iteration, or a fused run of them.
+
+        A run is fused only when stepping would run the same batch again at
+        every boundary: the batch is the whole decode queue and one
+        microbatch. It ends at the first finish, before an iteration that
+        would start throttled or after the replica becomes unavailable.
+        """
+        n = len(batch)
+        fuse = (
+            self.engine.fuse_iterations
+            and n == len(self.decode_q[DECODE])
+            and self.microbatcher.groups_once(batch)
+        )
+        factor = self.heat.factor(start)
+        if not fuse:
+            latency_s, energy_j, _groups = self.microbatcher.price(cost, batch, False)
+            return _DecodeRun(batch, start, [start + latency_s / factor], [energy_j / factor])
+        iterations = min(req.remaining for req in batch)
+        context = sum(req.context for req in batch) / n
+        elapsed_s, energies = cost.curve(n, 1).cumulative_steps(context, iterations)
+        if factor != 1.0:
+            elapsed_s = [e / factor for e in elapsed_s]
+            energies = [e / factor for e in energies]
+        elif not self.heat.constant:
+            iterations = self.heat.cool_steps(start, elapsed_s)
+        if not self.always_available and self.availability is not None:
+            closes_in_s = self.availability.next_unavailable_s(start) - start
+            # Iterations starting before the window closes still run.
+            iterations = min(iterations, 1 + bisect_left(elapsed_s, closes_in_s))
+        if iterations < len(elapsed_s):
+            elapsed_s = elapsed_s[:iterations]
+            energies = energies[:iterations]
+        return _DecodeRun(batch, start, [start + e for e in elapsed_s], energies)
 
     def _schedule_run_end(self, run: _DecodeRun) -> None:
         planned = run.planned
@@ -417,7 +507,9 @@ class TargetReplica:
         batch = run.batch
         n = len(batch)
         energy_j = run.energies_j[done - 1]
-        self.busy_s += run.boundaries_s[done - 1] - run.start_s
+        elapsed_s = run.boundaries_s[done - 1] - run.start_s
+        self.heat.book(run.start_s, elapsed_s)
+        self.busy_s += elapsed_s
         self.energy_j += energy_j
         self.iterations += done
         share = energy_j / n
@@ -471,12 +563,15 @@ class TargetReplica:
             if not batch:
                 return
             n = len(batch)
-        fanout = max(req.k for req in batch)
-        context = sum(req.context for req in batch) / n
-        latency_s, energy_j = cost.at(context, n, fanout)
+        latency_s, energy_j, groups = self.microbatcher.price(cost, batch, True)
+        latency_s, energy_j = self._throttled(now, latency_s, energy_j)
         if self.engine.tracing:
+            fanout = max(req.k for req in batch)
             self.engine.tracer.event(
-                now, f"{kind}_start", f"replica {self.index}", f"n={n} k={fanout}"
+                now,
+                f"{kind}_start",
+                f"replica {self.index}",
+                f"n={n} k={fanout}" + (f" microbatches={groups}" if groups > 1 else ""),
             )
         self._busy = True
         call_at(
@@ -511,7 +606,22 @@ class TargetReplica:
                 self.enqueue_step(req, FUSED)
         self._end_iteration()
 
+    def _throttled(self, start_s: float, latency_s: float, energy_j: float) -> tuple[float, float]:
+        """Apply the thermal factor to an iteration starting now and count it toward the onset."""
+        factor = self.heat.factor(start_s)
+        if factor != 1.0:
+            latency_s /= factor
+            energy_j /= factor
+        self.heat.book(start_s, latency_s)
+        return latency_s, energy_j
+
     # -- KV ------------------------------------------------------------------
+    def finish(self, req: RequestState) -> None:
+        """Release a request that ended outside an iteration; an idle replica may admit another."""
+        self.release(req)
+        if not self._busy and self.prefill_q:
+            self._decide_at(self.env.now)
+
     def release(self, req: RequestState) -> None:
         """Free a request's KV (at completion or eviction)."""
         if req.kv_mb > 0:

@@ -16,7 +16,8 @@ class TimeseriesSampler:
     """Samples every ``interval_s`` while the simulation has other events pending.
 
     Each sample is one row per replica: queue lengths of its lanes, the
-    fraction of the interval it was busy, KV occupancy, and system-wide the
+    fraction of the interval it was busy, KV occupancy, requests routed to it
+    (outstanding) and running on it (prefilled, not finished), and system-wide the
     mean k of rounds started and the output tokens committed in the interval.
     Values inside a run of fused decode iterations are those at its start.
     """
@@ -67,6 +68,7 @@ class TimeseriesSampler:
                     "utilization": min(1.0, busy / self.interval_s),
                     "kv_occupancy": replica.kv.used_mb / replica.kv.capacity_mb,
                     "outstanding": replica.outstanding,
+                    "running": replica.running,
                     "mean_k": mean_k,
                     "output_tokens": tokens,
                 }

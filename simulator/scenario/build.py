@@ -27,6 +27,7 @@ from simulator.scenario.model import (
     Link,
     Metadata,
     MetricsSpec,
+    MicrobatchSpec,
     ModelSpec,
     NetworkSpec,
     PayloadSpec,
@@ -480,12 +481,26 @@ class _Builder:
             limits=BatchLimits(
                 int(batching["max_batch"]), float(batching["max_wait_ms"]), batching["max_tokens"]
             ),
-            max_microbatch=int(micro["max_microbatch"]),
-            fallback=micro["fallback"],
+            microbatch=MicrobatchSpec(
+                int(micro["max_microbatch"]),
+                micro["fallback"],
+                float(micro["max_context_ratio"]),
+            ),
         )
 
     def scheduler(self) -> SchedulerSpec:
         sched = self.doc["scheduler"]
+        wait_ms = sched["verify"]["batching"]["max_wait_ms"]
+        mode = self.doc["speculation"]["mode"]
+        if wait_ms > 0 and mode in ("none", "fused"):
+            self.issue(
+                "scheduler.verify.batching.max_wait_ms",
+                wait_ms,
+                "0 in mode " + repr(mode) + " (it holds back verify bundles arriving from "
+                "client devices, in modes distributed and hybrid)",
+                "decode-lane requests never wait for a batch: each is ready again when its "
+                "own iteration ends",
+            )
         return SchedulerSpec(
             prefill=self.lane("prefill", "prefill_batching"),
             draft=self.lane("draft", "draft_scheduling"),
@@ -503,6 +518,7 @@ class _Builder:
                 "scheduler.admission_control",
             ),
             kv_on_full=sched["kv"]["on_full"],
+            max_running_requests=int(sched["max_running_requests"]),
         )
 
     def planner(self) -> PlannerSpec:

@@ -194,13 +194,30 @@ class SpeculationSpec:
 
 
 @dataclass(frozen=True)
+class MicrobatchSpec:
+    """How the verify lane splits one iteration's batch into microbatches.
+
+    Attributes:
+        max_microbatch: Most sequences per microbatch.
+        fallback: ``none``: consecutive runs of ``max_microbatch`` requests in
+            context order; ``per_request``: also split where context lengths
+            diverge beyond ``max_context_ratio``.
+        max_context_ratio: Longest / shortest context allowed in one
+            microbatch with the ``per_request`` fallback.
+    """
+
+    max_microbatch: int
+    fallback: Literal["per_request", "none"]
+    max_context_ratio: float
+
+
+@dataclass(frozen=True)
 class LaneSpec:
     """One lane's batching policy and limits."""
 
     policy: PolicyChoice
     limits: BatchLimits
-    max_microbatch: int
-    fallback: Literal["per_request", "none"]
+    microbatch: MicrobatchSpec
 
 
 @dataclass(frozen=True)
@@ -213,6 +230,7 @@ class SchedulerSpec:
     routing: PolicyChoice
     admission: PolicyChoice
     kv_on_full: KvOnFull
+    max_running_requests: int
 
 
 @dataclass(frozen=True)

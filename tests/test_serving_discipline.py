@@ -1,0 +1,306 @@
+"""A replica's serving discipline: running-set cap, continuous batching, microbatches,
+thermal throttling and availability windows of target replicas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from simulator import load_scenario, run
+from simulator.engine.tracing import ListTracer
+from simulator.errors import InputError
+from tests.engine_fixtures import PROFILES, constant, synthetic, write_scenario
+
+MODES = ("none", "fused", "distributed", "hybrid")
+
+
+def _requests(path, **kwargs):
+    return run(load_scenario(path), **kwargs).requests
+
+
+def _overloaded(tmp_path, mode, fuse, extra=None, name="s.yaml"):
+    """60 requests at 200/s on one replica whose decode lane takes at most 4 at a time."""
+    settings = {
+        "simulation.fuse_iterations": fuse,
+        "scheduler.verify": {"batching": {"max_batch": 4}},
+        "scheduler.prefill": {"batching": {"max_batch": 2}},
+        **(extra or {}),
+    }
+    if mode == "hybrid":
+        settings["speculation.hybrid"] = {"policy": "rtt_threshold", "params": {"threshold_ms": 1}}
+    return write_scenario(
+        tmp_path,
+        mode=mode,
+        workload=synthetic(60, 200.0, 200, 50),
+        link={"src": "laptops", "dst": "pool", "rtt_ms": 2, "bw_mbps": 1e6},
+        clients=60,
+        extra=settings,
+        name=name,
+    )
+
+
+CASES = {
+    "plain": {},
+    "running_cap": {"scheduler.max_running_requests": 6},
+    "prefill_wait": {"scheduler.prefill": {"batching": {"max_batch": 3, "max_wait_ms": 7}}},
+    "preempt": {"scheduler.kv": {"on_full": "preempt_recompute"}},
+    "microbatch": {
+        "scheduler.verify": {
+            "batching": {"max_batch": 8},
+            "microbatch": {"max_microbatch": 3, "fallback": "per_request"},
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("mode", MODES)
+def test_fused_iterations_equal_stepped_ones_when_overloaded(tmp_path, mode, case):
+    fused = _overloaded(tmp_path, mode, True, CASES[case], "fused.yaml")
+    stepped = _overloaded(tmp_path, mode, False, CASES[case], "stepped.yaml")
+    if case == "preempt":
+        # A KV budget far below what 60 requests need, so the replica evicts.
+        profile = _target_profile(tmp_path, memory={"kv_cache_limit_mb": 600})
+        fused = _with_target_profile(fused, profile)
+        stepped = _with_target_profile(stepped, profile)
+    a, b = _requests(fused), _requests(stepped)
+    assert (a["outcome"] == "completed").all()
+    for column in ("ttft_ms", "tpot_ms", "e2e_ms", "target_energy_j"):
+        np.testing.assert_allclose(a[column], b[column], rtol=1e-9, atol=1e-9, err_msg=column)
+    assert (a["preemptions"] == b["preemptions"]).all()
+    if case == "preempt":
+        assert a["preemptions"].sum() > 0
+
+
+def test_running_cap_makes_prompts_wait_before_prefill(tmp_path):
+    """One running slot: each request is prefilled only after the previous one finished."""
+    phases = {"prefill": constant(10.0), "draft_decode": constant(20.0), "verify": constant(20.0)}
+    workload = _at_once(tmp_path, [100] * 3, 5)
+    capped = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=workload,
+        target_phases=phases,
+        extra={"scheduler.max_running_requests": 1},
+        name="capped.yaml",
+    )
+    free = write_scenario(
+        tmp_path, mode="none", workload=workload, target_phases=phases, name="free.yaml"
+    )
+    ttft = _requests(capped)["ttft_server_ms"].to_numpy()
+    # Request i waits for i requests of 10 ms prefill + 4 x 20 ms decode.
+    # (The prompts' upload over the fixture's link adds nanoseconds.)
+    np.testing.assert_allclose(ttft, [10.0, 100.0, 190.0], atol=1e-3)
+    np.testing.assert_allclose(_requests(free)["ttft_server_ms"], [10.0, 20.0, 30.0], atol=1e-3)
+
+
+def _at_once(tmp_path, prompts, output):
+    """A trace workload: every request arrives at t = 0."""
+    trace = tmp_path / f"trace_{len(prompts)}_{output}.csv"
+    trace.write_text(
+        "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"0.0,{p},{output}\n" for p in prompts)
+    )
+    return {"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}}
+
+
+def test_running_set_never_exceeds_the_cap(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="fused",
+        workload=synthetic(80, 500.0, 200, 30),
+        extra={
+            "scheduler.max_running_requests": 5,
+            "scheduler.prefill": {"batching": {"max_batch": 8}},
+            "metrics.timeseries_interval_s": 0.005,
+        },
+    )
+    result = run(load_scenario(path))
+    assert result.timeseries["running"].max() == 5
+    assert (result.requests["outcome"] == "completed").all()
+
+
+def test_more_ready_than_max_batch_take_turns(tmp_path):
+    """Four decoding requests, a decode batch of two: iterations alternate between pairs."""
+    phases = {"prefill": constant(10.0), "draft_decode": constant(20.0), "verify": constant(20.0)}
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=_at_once(tmp_path, [100] * 4, 3),
+        target_phases=phases,
+        extra={
+            # The four prompts reach the replica nanoseconds apart: wait 1 µs for all of them.
+            "scheduler.prefill": {"batching": {"max_batch": 4, "max_wait_ms": 0.001}},
+            "scheduler.verify": {"batching": {"max_batch": 2}},
+        },
+    )
+    tracer = ListTracer()
+    run(load_scenario(path), tracer=tracer)
+    decodes = [(t, d) for t, kind, _s, d in tracer.events if kind == "decode"]
+    # Prefill of all four ends at 10 ms; then pairs alternate, 20 ms per iteration.
+    assert [round(t * 1000) for t, _ in decodes] == [30, 50, 70, 90]
+    finished = _requests(path)["e2e_ms"].to_numpy()
+    np.testing.assert_allclose(finished, [70.0, 70.0, 90.0, 90.0], atol=2e-3)
+
+
+def test_decode_lane_wait_is_refused_where_nothing_arrives_over_the_network(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="fused",
+        workload=synthetic(3, 10.0, 100, 5),
+        extra={"scheduler.verify": {"batching": {"max_batch": 8, "max_wait_ms": 5}}},
+    )
+    with pytest.raises(InputError) as caught:
+        load_scenario(path)
+    text = str(caught.value)
+    assert "scheduler.verify.batching.max_wait_ms" in text
+    assert "got 5" in text
+
+
+def _microbatch_latency_ms(tmp_path, micro, prompts):
+    """Duration of the first fused iteration of requests with the given prompt lengths."""
+    fused = {
+        "prefill": constant(10.0),
+        "fused_decode": lambda c, b, k: 30.0 + 0.01 * c + 2.0 * b,
+    }
+    trace = tmp_path / f"trace_{len(prompts)}.csv"
+    trace.write_text(
+        "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"0.0,{p},40\n" for p in prompts)
+    )
+    path = write_scenario(
+        tmp_path,
+        mode="fused",
+        workload={"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}},
+        fused_phases=fused,
+        extra={
+            "scheduler.prefill": {"batching": {"max_batch": 8}},
+            "scheduler.verify": {"batching": {"max_batch": 8}, "microbatch": micro},
+        },
+        name=f"micro_{micro.get('max_microbatch', 0)}_{micro.get('fallback', '')}.yaml",
+    )
+    tracer = ListTracer()
+    run(load_scenario(path), tracer=tracer)
+    starts = [t for t, kind, _s, _d in tracer.events if kind == "fused_start"]
+    details = [d for _t, kind, _s, d in tracer.events if kind == "fused_start"]
+    return (starts[1] - starts[0]) * 1000.0, details[0]
+
+
+def test_microbatches_are_priced_per_group_and_summed(tmp_path):
+    prompts = [100, 200, 300, 400]
+    one, detail = _microbatch_latency_ms(tmp_path, {"max_microbatch": 8}, prompts)
+    # One group: mean context 251 (prompt + first token), batch 4.
+    assert one == pytest.approx(30.0 + 0.01 * 251 + 2.0 * 4)
+    assert "microbatches" not in detail
+    two, detail = _microbatch_latency_ms(tmp_path, {"max_microbatch": 2}, prompts)
+    # Shortest first: (101, 201) and (301, 401).
+    assert two == pytest.approx(2 * 30.0 + 0.01 * (151 + 351) + 2.0 * 4)
+    assert "microbatches=2" in detail
+
+
+def test_per_request_fallback_runs_a_diverging_request_alone(tmp_path):
+    prompts = [100, 110, 1000]
+    micro = {"max_microbatch": 8, "fallback": "per_request", "max_context_ratio": 2.0}
+    latency, detail = _microbatch_latency_ms(tmp_path, micro, prompts)
+    assert "microbatches=2" in detail
+    assert latency == pytest.approx(2 * 30.0 + 0.01 * (106 + 1001) + 2.0 * 3)
+    grouped, _ = _microbatch_latency_ms(tmp_path, {"max_microbatch": 8}, prompts)
+    assert grouped == pytest.approx(30.0 + 0.01 * (101 + 111 + 1001) / 3 + 2.0 * 3)
+
+
+def _target_profile(tmp_path, **blocks):
+    """A copy of the shipped A100 TP1 profile with extra compute/availability blocks."""
+    profile = yaml.safe_load((PROFILES / "a100-tp1.yaml").read_text())
+    sources = profile.setdefault("sources", {})
+    if "memory" in blocks:
+        profile["memory"].update(blocks["memory"])
+        for key in blocks["memory"]:
+            sources[f"memory.{key}"] = "test configuration"
+    if "thermal" in blocks:
+        profile["compute"]["thermal"] = blocks["thermal"]
+        for key in blocks["thermal"]:
+            sources[f"compute.thermal.{key}"] = "test configuration"
+    if "availability" in blocks:
+        profile["availability"] = blocks["availability"]
+        sources["availability.period_s"] = "test configuration"
+        for i in range(len(blocks["availability"]["windows"])):
+            sources[f"availability.windows[{i}].start_s"] = "test configuration"
+            sources[f"availability.windows[{i}].end_s"] = "test configuration"
+    path = tmp_path / "a100-tp1.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
+def _with_target_profile(path, profile):
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][1]["profile"] = str(profile)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def _one_request_both_ways(tmp_path, profile, decode_ms, output):
+    """One request on a replica of ``profile``, with fused and with stepped iterations."""
+    phases = {
+        "prefill": constant(10.0),
+        "draft_decode": constant(decode_ms),
+        "verify": constant(20.0),
+    }
+    frames = {}
+    for fuse in (True, False):
+        path = write_scenario(
+            tmp_path,
+            mode="none",
+            workload=synthetic(1, 1.0, 100, output),
+            target_phases=phases,
+            extra={"simulation.fuse_iterations": fuse},
+            name=f"one_{fuse}.yaml",
+        )
+        frames[fuse] = _requests(_with_target_profile(path, profile))
+    return frames[True].iloc[0], frames[False].iloc[0]
+
+
+def test_a_throttled_replica_slows_after_its_onset(tmp_path):
+    """20 ms decode iterations; after 100 ms of work the replica runs at half speed."""
+    profile = _target_profile(tmp_path, thermal={"throttle_factor": 0.5, "throttle_after_s": 0.1})
+    fused, stepped = _one_request_both_ways(tmp_path, profile, 20.0, 11)
+    # Prefill 10 ms, then decodes start at 10, 30, 50, 70, 90 ms cool; the one starting
+    # at 110 ms (100 ms of work done) and the four after it take 40 ms: 10 + 5 x 20 + 5 x 40.
+    assert fused["e2e_ms"] == pytest.approx(310.0)
+    assert stepped["e2e_ms"] == pytest.approx(310.0)
+    assert fused["target_energy_j"] == pytest.approx(stepped["target_energy_j"])
+
+
+def test_an_unavailable_replica_starts_nothing_until_its_window(tmp_path):
+    """Available in [0.5, 1.0) of every second: work waits, iterations stop at the close."""
+    profile = _target_profile(
+        tmp_path,
+        availability={
+            "kind": "windows",
+            "period_s": 1.0,
+            "windows": [{"start_s": 0.5, "end_s": 1.0}],
+        },
+    )
+    for record in _one_request_both_ways(tmp_path, profile, 100.0, 7):
+        assert record["ttft_server_ms"] == pytest.approx(510.0)
+        # Decodes start at 0.51, 0.61, 0.71, 0.81, 0.91 (the last ends at 1.01), then at 1.5.
+        assert record["e2e_ms"] == pytest.approx(1600.0)
+
+
+def test_routing_prefers_available_replicas(tmp_path):
+    profile = _target_profile(
+        tmp_path,
+        availability={
+            "kind": "windows",
+            "period_s": 10.0,
+            "windows": [{"start_s": 5.0, "end_s": 10.0}],
+        },
+    )
+    path = write_scenario(tmp_path, mode="none", workload=synthetic(4, 100.0, 100, 3))
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"].append(
+        {"id": "night", "type": "target", "profile": str(profile), "count": 1}
+    )
+    document["scheduler"]["routing"] = {"policy": "round_robin"}
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    frame = _requests(path)
+    assert set(frame["replica"]) == {0}
+    assert frame["ttft_server_ms"].max() < 1000.0
