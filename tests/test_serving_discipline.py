@@ -304,3 +304,41 @@ def test_routing_prefers_available_replicas(tmp_path):
     frame = _requests(path)
     assert set(frame["replica"]) == {0}
     assert frame["ttft_server_ms"].max() < 1000.0
+
+
+def _laptop_profile(tmp_path, kv_limit_mb):
+    profile = yaml.safe_load((PROFILES / "rtx-4050-laptop.yaml").read_text())
+    profile["compute"]["max_concurrent_requests"] = 4
+    profile.setdefault("memory", {})["kv_cache_limit_mb"] = kv_limit_mb
+    profile["sources"]["memory.kv_cache_limit_mb"] = "test configuration"
+    folder = tmp_path / f"kv_{kv_limit_mb}"
+    folder.mkdir()
+    path = folder / "rtx-4050-laptop.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
+def test_a_draft_devices_kv_budget_limits_the_requests_it_serves(tmp_path):
+    """Four slots, but KV for one request (prompt 100 + output 20 + k_max 8 tokens x 0.5 MB)."""
+    ends = {}
+    for limit_mb in (100, 1000):
+        path = write_scenario(
+            tmp_path,
+            mode="distributed",
+            workload=_at_once(tmp_path, [100, 100, 100, 300], 20),
+            name=f"device_kv_{limit_mb}.yaml",
+        )
+        document = yaml.safe_load(path.read_text())
+        document["hardware_profiles"][0]["profile"] = str(_laptop_profile(tmp_path, limit_mb))
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        frame = _requests(path)
+        ends[limit_mb] = frame
+    tight, roomy = ends[100], ends[1000]
+    # The 300-token prompt needs 164 MB: more than the tight budget ever holds.
+    assert tight["reason"].iloc[3] == "device_kv_capacity"
+    assert roomy["outcome"].iloc[3] == "completed"
+    # One at a time: each request's drafting starts after the previous one finished.
+    done = tight["e2e_ms"].iloc[:3].to_numpy()
+    assert done[1] - done[0] > 0.5 * done[0]
+    assert done[2] - done[1] > 0.5 * done[0]
+    assert roomy["e2e_ms"].iloc[:3].max() < 1.5 * roomy["e2e_ms"].iloc[:3].min()

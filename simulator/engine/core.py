@@ -269,6 +269,8 @@ class Engine:
                 max_concurrent=compute.max_concurrent_requests or 1,
                 thermal=compute.thermal,
                 availability=cls.profile.availability,
+                kv_limit_mb=cls.profile.memory.kv_cache_limit_mb,
+                k_reserve=self._k_max,
             )
             self._devices[key] = device
         return device
@@ -422,6 +424,9 @@ class Engine:
         kind = LANE_OF_MODE[req.mode]
         if self._exceeds_context_window(req, replica, kind):
             self.reject_on_replica(req, "context_window")
+            return
+        if req.drafter is not None and not req.drafter.can_ever_fit(req):
+            self.reject_on_replica(req, "device_kv_capacity")
             return
         arrive_s = self._upload(req, req.prompt_tokens * self._payload.bytes_per_prompt_token, now)
         self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))

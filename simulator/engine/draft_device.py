@@ -1,7 +1,12 @@
 """A client device that drafts for its own requests (distributed speculation).
 
 A device serves at most ``max_concurrent_requests`` requests at a time
-(others wait in arrival order). For each active request it first prefills
+(others wait in arrival order), and, when its profile sets
+``memory.kv_cache_limit_mb``, only as many as its KV budget holds: each
+active request reserves the draft model's KV for its prompt, its whole
+output and ``k_max`` draft tokens, as a target does with
+``scheduler.kv.on_full: queue``; a request that could never fit is rejected
+on arrival with reason ``device_kv_capacity``. For each active request it first prefills
 the prompt with its draft model, then, round after round, drafts ``k``
 tokens while the request waits for nothing else. Draft work of several
 active requests is batched iteration by iteration (Orca style) by the
@@ -58,6 +63,8 @@ class DraftDevice:
         max_concurrent: int,
         thermal: ThermalSpec | None,
         availability: Availability,
+        kv_limit_mb: float | None = None,
+        k_reserve: int = 0,
     ) -> None:
         self.engine = engine
         self.env: simpy.Environment = engine.env
@@ -67,6 +74,10 @@ class DraftDevice:
         self.draft_cost = draft
         self.max_concurrent = max_concurrent
         self.heat = Heat(thermal)
+        self.kv_limit_mb = kv_limit_mb
+        self.kv_used_mb = 0.0
+        self._kv_per_token_mb = prefill.kv_mb_per_token() if kv_limit_mb is not None else 0.0
+        self._k_reserve = k_reserve
         self.availability = availability
         self.context_window = min(prefill.context_window, draft.context_window)
         self._always_available = availability.kind == "always" or not availability.windows
@@ -84,14 +95,30 @@ class DraftDevice:
         self._wakes: set[float] = set()
 
     # -- request life on the device -----------------------------------------
+    def kv_need_mb(self, req: RequestState) -> float:
+        """KV the request reserves on this device while active (0 without a KV budget)."""
+        return (req.prompt_tokens + req.output_tokens + self._k_reserve) * self._kv_per_token_mb
+
+    def can_ever_fit(self, req: RequestState) -> bool:
+        """Whether the request's KV fits the device's budget at all."""
+        return self.kv_limit_mb is None or self.kv_need_mb(req) <= self.kv_limit_mb + 1e-9
+
+    def _has_room(self, req: RequestState) -> bool:
+        if len(self.active) >= self.max_concurrent:
+            return False
+        limit = self.kv_limit_mb
+        return limit is None or self.kv_used_mb + self.kv_need_mb(req) <= limit + 1e-9
+
     def admit(self, req: RequestState) -> None:
         """A request from this device's user arrives."""
-        if len(self.active) < self.max_concurrent:
+        if not self.waiting and self._has_room(req):
             self._activate(req)
         else:
             self.waiting.append(req)
 
     def _activate(self, req: RequestState) -> None:
+        if self.kv_limit_mb is not None:
+            self.kv_used_mb += self.kv_need_mb(req)
         self.active.append(req)
         self.prefill_jobs.append(req)
         self._work_arrived()
@@ -119,9 +146,11 @@ class DraftDevice:
         """The request is complete: free its slot for the next waiting one."""
         if req in self.active:
             self.active.remove(req)
+            if self.kv_limit_mb is not None:
+                self.kv_used_mb -= self.kv_need_mb(req)
         self.ready_prefilled.discard(req.request_id)
         self.ready_first_token.discard(req.request_id)
-        if self.waiting and len(self.active) < self.max_concurrent:
+        while self.waiting and self._has_room(self.waiting[0]):
             self._activate(self.waiting.pop(0))
 
     def _maybe_round(self, req: RequestState) -> None:
