@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from policies import admission, batching, hybrid, k_control, routing
+from policies import admission, arbitration, batching, hybrid, k_control, routing
 
-__all__ = ["admission", "batching", "hybrid", "k_control", "routing"]
+__all__ = ["admission", "arbitration", "batching", "hybrid", "k_control", "routing"]

@@ -30,3 +30,7 @@ ADMISSION: PolicyRegistry[Any] = new_family("admission", "Admits or rejects each
 HYBRID_MODE: PolicyRegistry[Any] = new_family(
     "hybrid_mode", "Chooses distributed or fused speculation per request in hybrid serving."
 )
+ARBITRATION: PolicyRegistry[Any] = new_family(
+    "arbitration",
+    "Chooses which lane's work forms a target replica's next iteration (prefill first, chunked).",
+)

@@ -45,6 +45,13 @@ CASES = {
     "running_cap": {"scheduler.max_running_requests": 6},
     "prefill_wait": {"scheduler.prefill": {"batching": {"max_batch": 3, "max_wait_ms": 7}}},
     "preempt": {"scheduler.kv": {"on_full": "preempt_recompute"}},
+    "chunked": {
+        "scheduler.arbitration": {"policy": "chunked_prefill", "params": {"token_budget": 96}}
+    },
+    "chunked_preempt": {
+        "scheduler.arbitration": {"policy": "chunked_prefill", "params": {"token_budget": 300}},
+        "scheduler.kv": {"on_full": "preempt_recompute"},
+    },
     "microbatch": {
         "scheduler.verify": {
             "batching": {"max_batch": 8},
@@ -59,7 +66,7 @@ CASES = {
 def test_fused_iterations_equal_stepped_ones_when_overloaded(tmp_path, mode, case):
     fused = _overloaded(tmp_path, mode, True, CASES[case], "fused.yaml")
     stepped = _overloaded(tmp_path, mode, False, CASES[case], "stepped.yaml")
-    if case == "preempt":
+    if case in ("preempt", "chunked_preempt"):
         # A KV budget far below what 60 requests need, so the replica evicts.
         profile = _target_profile(tmp_path, memory={"kv_cache_limit_mb": 600})
         fused = _with_target_profile(fused, profile)
@@ -342,3 +349,112 @@ def test_a_draft_devices_kv_budget_limits_the_requests_it_serves(tmp_path):
     assert done[1] - done[0] > 0.5 * done[0]
     assert done[2] - done[1] > 0.5 * done[0]
     assert roomy["e2e_ms"].iloc[:3].max() < 1.5 * roomy["e2e_ms"].iloc[:3].min()
+
+
+LINEAR = {
+    "prefill": lambda c, b, _k: 10.0 + 0.01 * c * b,
+    "draft_decode": lambda c, b, _k: 20.0 + 0.001 * c * b,
+    "verify": lambda c, b, k: 22.0 + 0.001 * c * b * (k + 1),
+}
+
+
+def _chunked(tmp_path, prompts, output, budget, name):
+    return write_scenario(
+        tmp_path,
+        mode="none",
+        workload=_at_once(tmp_path, prompts, output),
+        target_phases=LINEAR,
+        extra={
+            "scheduler.arbitration": {
+                "policy": "chunked_prefill",
+                "params": {"token_budget": budget},
+            },
+            "scheduler.prefill": {"batching": {"max_batch": 8}},
+            # Prompts of one instant reach the replica together.
+            "network.payload": {"bytes_per_prompt_token": 0},
+        },
+        name=name,
+    )
+
+
+def test_a_lone_prompt_prefilled_in_chunks_costs_its_whole_prefill(tmp_path):
+    """Chunks of 256, 256 and 88 tokens: F(256) + F(512) - F(256) + F(600) - F(512) = F(600)."""
+    path = _chunked(tmp_path, [600], 2, 256, "lone.yaml")
+    tracer = ListTracer()
+    frame = run(load_scenario(path), tracer=tracer).requests
+    mixed = [d for _t, kind, _s, d in tracer.events if kind == "mixed_start"]
+    assert [d.split("chunk_tokens=")[1] for d in mixed] == ["256", "256", "88"]
+    assert frame["ttft_server_ms"].iloc[0] == pytest.approx(10.0 + 0.01 * 600, abs=1e-3)
+
+
+def test_chunked_prefill_schedule_by_hand(tmp_path):
+    """A (100 tokens, 4 out) and B (600 tokens, 4 out) at t = 0, budget 256 tokens.
+
+    A pass costs at least its decode-lane work alone (the weights are read
+    either way); chunks add F(p + c) - F(p) beyond a batch-1 decode pass.
+
+    1: chunks A 100 (whole) + B 156: F(100) + F(156) = 11 + 11.56 ms.
+    2: decode A + chunk B 255: max(F(411) - F(156) + D(1, 101) - D(1, 1), D(1, 101)) = 20.101.
+    3: decode A + chunk B 189: max(1.89 + 0.101, D(1, 102)) = 20.102 ms; B's first token.
+    """
+    path = _chunked(tmp_path, [100, 600], 4, 256, "hand.yaml")
+    tracer = ListTracer()
+    frame = run(load_scenario(path), tracer=tracer).requests
+    starts = [
+        (round(t * 1000, 3), d)
+        for t, kind, _s, d in tracer.events
+        if kind in ("mixed_start", "decode")
+    ]
+    assert starts[:3] == [
+        (0.0, "prefill n=0 chunks=2 chunk_tokens=256"),
+        (22.56, "decode n=1 chunks=1 chunk_tokens=255"),
+        (42.661, "decode n=1 chunks=1 chunk_tokens=189"),
+    ]
+    ttft = frame["ttft_server_ms"].to_numpy()
+    np.testing.assert_allclose(ttft, [22.56, 62.763], atol=2e-3)
+
+
+def test_chunked_prefill_keeps_decodes_going_while_long_prompts_arrive(tmp_path):
+    """A decodes 5 tokens; three 8,000-token prompts arrive 50 ms in.
+
+    Prefill-first stops A for their whole prefill batch (F(8000) x 3 = 250 ms);
+    with a 512-token budget A gets a token every iteration.
+    """
+    trace = tmp_path / "stall.csv"
+    trace.write_text(
+        "arrival_s,prompt_tokens,output_tokens\n0.0,100,5\n"
+        + "".join("0.05,8000,5\n" for _ in range(3))
+    )
+    workload = {"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}}
+    tpot = {}
+    for policy, params in (("prefill_first", {}), ("chunked_prefill", {"token_budget": 512})):
+        path = write_scenario(
+            tmp_path,
+            mode="none",
+            workload=workload,
+            target_phases=LINEAR,
+            extra={
+                "scheduler.arbitration": {"policy": policy, "params": params},
+                "scheduler.prefill": {"batching": {"max_batch": 8}},
+                "network.payload": {"bytes_per_prompt_token": 0},
+            },
+            name=f"{policy}.yaml",
+        )
+        tpot[policy] = _requests(path)["tpot_ms"].iloc[0]
+    assert tpot["prefill_first"] > 60.0
+    assert tpot["chunked_prefill"] < 25.0
+
+
+def test_chunked_prefill_refuses_prefill_limits_it_does_not_use(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=synthetic(3, 10.0, 100, 5),
+        extra={
+            "scheduler.arbitration": {"policy": "chunked_prefill"},
+            "scheduler.prefill": {"batching": {"max_batch": 4, "max_wait_ms": 5}},
+        },
+    )
+    with pytest.raises(InputError) as caught:
+        load_scenario(path)
+    assert "scheduler.prefill.batching.max_wait_ms" in str(caught.value)

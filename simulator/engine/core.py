@@ -156,6 +156,8 @@ class Engine:
             ),
         }
         self.max_running = sched.max_running_requests
+        self.prefill_max_batch = sched.prefill.limits.max_batch
+        self.arbiter = _instantiate(sched.arbitration)
         self.microbatcher = Microbatcher(sched.verify.microbatch)
         self.router = _instantiate(sched.routing)
         self.admission = _instantiate(sched.admission)

@@ -48,6 +48,7 @@ class RequestState:
         "outcome",
         "output_tokens",
         "preemptions",
+        "prefilled",
         "prompt_tokens",
         "ready_s",
         "reason",
@@ -96,6 +97,8 @@ class RequestState:
         self.draft_energy_j = 0.0
         self.target_energy_j = 0.0
         self.preemptions = 0
+        self.prefilled = 0
+        """Context tokens already computed by a prefill under way in chunks."""
         self.outcome = "unfinished"
         self.reason = ""
         self.acceptance: AcceptanceModel | None = None

@@ -57,10 +57,11 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import simpy
 
+from policies.arbitration import Work
 from policies.views import QueuedItem
 from simulator.devices.model import Availability, ThermalSpec
 from simulator.engine.clock import DECISION, call_at
@@ -79,6 +80,13 @@ INF = float("inf")
 
 Start = Callable[[], None]
 """Starts a chosen iteration (or, when KV forces a preemption first, does only that)."""
+
+_Step = tuple[str, list[RequestState]]
+"""A decode-lane batch: its work kind and requests."""
+_Chunk = tuple[RequestState, str, int]
+"""A prefill chunk: the request, its decode-lane kind and the chunk's tokens."""
+_MODEL_OF = {DECODE: VERIFY, VERIFY: VERIFY, FUSED: FUSED}
+"""The model a kind of work runs: the verifier (plain decode, verify) or the fused model."""
 
 
 class ReplicaCosts:
@@ -165,6 +173,9 @@ class TargetReplica:
         self._step_lane = engine.lanes["verify"]
         self._continuous_lane = engine.lanes["continuous"]
         self.max_running = engine.max_running
+        self.arbiter = engine.arbiter
+        self._chunk_starts = engine.prefill_max_batch
+        self._chunking: list[tuple[RequestState, str]] = []
         self.microbatcher = engine.microbatcher
         self.heat = Heat(thermal)
         self.availability = availability
@@ -214,6 +225,8 @@ class TargetReplica:
             return
         if self._incoming:
             self._take_arrived(now)
+        if kind == FUSED:
+            self.engine.choose_k(req, self)
         req.ready_s = now
         self.decode_q[kind].append(req)
         if not self._busy:
@@ -293,36 +306,131 @@ class TargetReplica:
         self._decide()
 
     def _next_work(self) -> tuple[Start | None, float]:
-        wake_at = INF
-        if self.prefill_q:
-            batch, wake = self._select_prefill()
-            if batch:
-                return (lambda: self._start_prefill(batch)), INF
-            wake_at = min(wake_at, wake)
+        work, wake_at = self.arbiter.choose(self)
+        if work is None:
+            return None, wake_at
+        return (lambda: self._start(work)), wake_at
+
+    def _start(self, work: Work) -> None:
+        """Start the iteration an arbitration rule chose."""
+        if work.chunks is not None:
+            self._start_mixed(cast("_Step | None", work.step), cast("list[_Chunk]", work.chunks))
+        elif work.prefill is not None:
+            self._start_prefill(cast("list[tuple[RequestState, str]]", work.prefill))
+        else:
+            kind, batch = cast("_Step", work.step)
+            if kind == DECODE:
+                self._start_decode(batch)
+            else:
+                self._start_speculative(batch, kind)
+
+    # -- what the lanes offer (see policies.arbitration.ReplicaLanes) --------
+    def offer_prefill(self) -> tuple[object | None, float]:
+        """The prefill lane's batch of whole prompts now, else ``None`` and when to ask again."""
+        if not self.prefill_q:
+            return None, INF
+        batch, wake_at = self._select_prefill()
+        if batch:
+            return batch, INF
+        return None, wake_at
+
+    def offer_step(self, token_budget: int | None = None) -> tuple[object | None, float]:
+        """The decode lane's batch now (``(kind, requests)``), else ``None`` and a wake time.
+
+        One kind per iteration: the kind whose item has been ready longest.
+        With a ``token_budget`` the batch is cut to the items that fit it (at
+        least one, so nothing starves).
+        """
         queues = self.decode_q
         kinds = [k for k in (DECODE, VERIFY, FUSED) if queues[k]]
-        if kinds:
-            if len(kinds) == 1:
-                kind = kinds[0]
-            else:
-                kind = min(kinds, key=lambda k: min(r.ready_s for r in queues[k]))
-            queue = queues[kind]
-            items = [
-                QueuedItem(
-                    r.request_id, r.ready_s, INF, r.context, 1 if kind == DECODE else r.k + 1
-                )
-                for r in queue
-            ]
-            lane = self._step_lane if kind == VERIFY else self._continuous_lane
-            choice = lane.select(items, self.env.now)
-            if choice.take:
-                chosen = [queue[i] for i in choice.take]
-                if kind == DECODE:
-                    return (lambda: self._start_decode(chosen)), wake_at
-                return (lambda: self._start_speculative(chosen, kind)), wake_at
-            if choice.wake_at_s is not None:
-                wake_at = min(wake_at, choice.wake_at_s)
-        return None, wake_at
+        if not kinds:
+            return None, INF
+        if len(kinds) == 1:
+            kind = kinds[0]
+        else:
+            kind = min(kinds, key=lambda k: min(r.ready_s for r in queues[k]))
+        queue = queues[kind]
+        items = [
+            QueuedItem(r.request_id, r.ready_s, INF, r.context, 1 if kind == DECODE else r.k + 1)
+            for r in queue
+        ]
+        lane = self._step_lane if kind == VERIFY else self._continuous_lane
+        choice = lane.select(items, self.env.now)
+        if not choice.take:
+            return None, INF if choice.wake_at_s is None else choice.wake_at_s
+        take = choice.take
+        if token_budget is not None:
+            used = 0
+            fits = 0
+            for i in take:
+                used += items[i].new_tokens
+                if used > token_budget and fits:
+                    break
+                fits += 1
+            take = take[:fits]
+        return (kind, [queue[i] for i in take]), INF
+
+    def step_tokens(self, step: object) -> int:
+        """Tokens a decode-lane batch processes: 1 per plain decode, k + 1 per round."""
+        kind, batch = cast("_Step", step)
+        if kind == DECODE:
+            return len(batch)
+        return sum(req.k + 1 for req in batch)
+
+    def offer_chunks(self, step: object | None, token_budget: int) -> object | None:
+        """Prefill chunks filling ``token_budget`` tokens beside ``step`` (chunked prefill).
+
+        Prompts already being prefilled continue first, then new ones join in
+        arrival order while the running set has room and their KV fits (as in
+        :meth:`_select_prefill`), at most the prefill lane's ``max_batch`` new
+        ones per iteration. Chunks run the model of ``step`` (a replica runs
+        one model per iteration). A prompt's first chunk holds at least the
+        smallest context of its prefill LUT (or the whole prompt), so a chunk
+        is never priced below the grid.
+        """
+        while self.prefill_q and (
+            self.kv_need_mb(self.prefill_q[0][0], self.prefill_q[0][1]) > self.kv.capacity_mb + 1e-9
+        ):
+            self._reject_too_large(0)
+        model = None if step is None else _MODEL_OF[cast("_Step", step)[0]]
+        chunks: list[_Chunk] = []
+        left = token_budget
+        for req, kind in self._chunking:
+            if left <= 0:
+                break
+            if model is not None and _MODEL_OF[kind] != model:
+                continue
+            model = _MODEL_OF[kind]
+            tokens = min(left, req.context - req.prefilled)
+            chunks.append((req, kind, tokens))
+            left -= tokens
+        slots = self.max_running - len(self.holders)
+        free_mb = self.kv.free_mb
+        if step is not None and self.engine.kv_policy == "preempt_recompute":
+            # Running requests grow first; new prompts take only what is left.
+            kind, batch = cast("_Step", step)
+            tokens = self.step_tokens(step) if kind != DECODE else len(batch)
+            free_mb -= tokens * self.kv_mb_per_token[kind]
+        for started, (req, kind, _queued_s) in enumerate(self.prefill_q):
+            if left <= 0 or slots <= 0 or started >= self._chunk_starts:
+                break
+            if model is not None and _MODEL_OF[kind] != model:
+                break
+            need = self.kv_need_mb(req, kind)
+            if need > free_mb + 1e-9:
+                break
+            cost = self.costs.prefill[kind]
+            assert cost is not None
+            first = min(req.context, int(cost.context_axis[0]))
+            if left < first:
+                break
+            model = _MODEL_OF[kind]
+            tokens = min(left, req.context)
+            chunks.append((req, kind, tokens))
+            left -= tokens
+            free_mb -= need
+            slots -= 1
+        return chunks or None
 
     # -- prefill -------------------------------------------------------------
     def kv_need_mb(self, req: RequestState, kind: str) -> float:
@@ -458,6 +566,7 @@ class TargetReplica:
         n = len(batch)
         fuse = (
             self.engine.fuse_iterations
+            and not self._chunking
             and n == len(self.decode_q[DECODE])
             and self.microbatcher.groups_once(batch)
         )
@@ -513,21 +622,27 @@ class TargetReplica:
         self.energy_j += energy_j
         self.iterations += done
         share = energy_j / n
+        for req in batch:
+            req.target_energy_j += share
+        if self.engine.tracing:
+            self.engine.tracer.event(
+                self.env.now, "decode", f"replica {self.index}", f"n={n} iterations={done}"
+            )
+        self._apply_decode(batch, done)
+        self._end_iteration()
+
+    def _apply_decode(self, batch: list[RequestState], done: int) -> None:
+        """Commit ``done`` plain decode tokens to each request; finish the ones that are done."""
         per_token = self.kv_mb_per_token[DECODE]
         grow = self.engine.kv_policy == "preempt_recompute"
         now = self.env.now
         for req in batch:
-            req.target_energy_j += share
             req.generated += done
             req.ready_s = now
             if grow:
                 self.kv.allocate(done * per_token, now)
                 req.kv_mb += done * per_token
                 req.kv_peak_mb = max(req.kv_peak_mb, req.kv_mb)
-        if self.engine.tracing:
-            self.engine.tracer.event(
-                now, "decode", f"replica {self.index}", f"n={n} iterations={done}"
-            )
         finished = [req for req in batch if req.remaining <= 0]
         if finished:
             queue = self.decode_q[DECODE]
@@ -536,23 +651,15 @@ class TargetReplica:
             for req in finished:
                 self.release(req)
                 self.engine.on_finished_server(self, req, now)
-        self._end_iteration()
 
-    def _start_speculative(self, batch: list[RequestState], kind: str) -> None:
-        """One verify (distributed) or fused draft+verify iteration."""
-        now = self.env.now
-        cost = self.costs.step[kind]
-        assert cost is not None
-        n = len(batch)
+    def _take_speculative(self, batch: list[RequestState], kind: str) -> list[RequestState]:
+        """Take a verify or fused batch out of its queue, making KV room for it if needed."""
         queue = self.decode_q[kind]
-        if n == len(queue):
+        if len(batch) == len(queue):
             self.decode_q[kind] = []
         else:
             gone = {id(req) for req in batch}
             self.decode_q[kind] = [req for req in queue if id(req) not in gone]
-        if kind == FUSED:
-            for req in batch:
-                self.engine.choose_k(req, self)
         if self.engine.kv_policy == "preempt_recompute":
             per_token = self.kv_mb_per_token[kind]
             batch = self._make_room(
@@ -560,9 +667,17 @@ class TargetReplica:
                 kind,
                 lambda members: len(members) * (max(r.k for r in members) + 1) * per_token,
             )
-            if not batch:
-                return
-            n = len(batch)
+        return batch
+
+    def _start_speculative(self, batch: list[RequestState], kind: str) -> None:
+        """One verify (distributed) or fused draft+verify iteration."""
+        now = self.env.now
+        cost = self.costs.step[kind]
+        assert cost is not None
+        batch = self._take_speculative(batch, kind)
+        if not batch:
+            return
+        n = len(batch)
         latency_s, energy_j, groups = self.microbatcher.price(cost, batch, True)
         latency_s, energy_j = self._throttled(now, latency_s, energy_j)
         if self.engine.tracing:
@@ -585,6 +700,11 @@ class TargetReplica:
         self, batch: list[RequestState], kind: str, latency_s: float, energy_j: float
     ) -> None:
         self._account(latency_s, energy_j, batch)
+        self._apply_speculative(batch, kind)
+        self._end_iteration()
+
+    def _apply_speculative(self, batch: list[RequestState], kind: str) -> None:
+        """Commit each request's verified round; send, finish or requeue it."""
         engine = self.engine
         now = self.env.now
         per_token = self.kv_mb_per_token[kind]
@@ -604,6 +724,114 @@ class TargetReplica:
                 engine.on_finished_server(self, req, now)
             else:
                 self.enqueue_step(req, FUSED)
+
+    # -- chunked prefill: mixed iterations -------------------------------------
+    def _start_mixed(self, step: _Step | None, chunks: list[_Chunk]) -> None:
+        """One iteration of decode-lane work (if any) with prefill chunks riding on it."""
+        now = self.env.now
+        starting = [(req, kind) for req, kind, _tokens in chunks if req.prefilled == 0]
+        if starting:
+            new = {id(req) for req, _kind in starting}
+            self.prefill_q = [entry for entry in self.prefill_q if id(entry[0]) not in new]
+            for req, kind in starting:
+                need = self.kv_need_mb(req, kind)
+                self.kv.allocate(need, now)
+                req.kv_mb = need
+                req.kv_peak_mb = max(req.kv_peak_mb, need)
+                self.holders.append(req)
+                self._chunking.append((req, kind))
+        kind = ""
+        batch: list[RequestState] = []
+        latency_s, energy_j = self._chunk_cost(chunks)
+        if step is not None:
+            kind, batch = step
+            if kind != DECODE:
+                batch = self._take_speculative(batch, kind)
+            elif self.engine.kv_policy == "preempt_recompute":
+                per_token = self.kv_mb_per_token[DECODE]
+                batch = self._make_room(batch, DECODE, lambda members: len(members) * per_token)
+        if batch:
+            cost = self.costs.step[kind]
+            assert cost is not None
+            step_s, step_j, _groups = self.microbatcher.price(cost, batch, kind != DECODE)
+            # The chunks' pass already reads the weights: decode-lane work adds what it
+            # costs beyond a batch-1 pass at the grid's shortest context.
+            base_s, base_j = cost.at(cost.context_axis[0], 1, 1)
+            latency_s = max(latency_s + step_s - base_s, latency_s, step_s)
+            energy_j = max(energy_j + step_j - base_j, energy_j, step_j)
+        latency_s, energy_j = self._throttled(now, latency_s, energy_j)
+        if self.engine.tracing:
+            tokens = sum(c for _r, _k, c in chunks)
+            self.engine.tracer.event(
+                now,
+                "mixed_start",
+                f"replica {self.index}",
+                f"{kind or 'prefill'} n={len(batch)} chunks={len(chunks)} chunk_tokens={tokens}",
+            )
+        self._busy = True
+        call_at(
+            self.env,
+            now + latency_s,
+            lambda: self._end_mixed(kind, batch, chunks, latency_s, energy_j),
+            DECISION,
+        )
+
+    def _chunk_cost(self, chunks: list[_Chunk]) -> tuple[float, float]:
+        """Latency and energy of prefill chunks in one pass.
+
+        Prompts prefilled whole in this chunk are priced together as a prefill
+        batch (as without chunking); a chunk of ``c`` tokens continuing ``p``
+        already computed costs ``F(p + c) - F(p)``, with ``F(L)`` the LUT's
+        batch-1 prefill of ``L`` tokens: the extra attention over the prefix
+        is included, fixed per-pass costs cancel.
+        """
+        whole = [
+            (req, kind)
+            for req, kind, tokens in chunks
+            if req.prefilled == 0 and tokens == req.context
+        ]
+        latency_s = 0.0
+        energy_j = 0.0
+        if whole:
+            cost = self.costs.prefill[whole[0][1]]
+            assert cost is not None
+            latency_s, energy_j = cost.at(
+                sum(req.context for req, _ in whole) / len(whole), len(whole), 1
+            )
+        for req, kind, tokens in chunks:
+            if req.prefilled == 0 and tokens == req.context:
+                continue
+            cost = self.costs.prefill[kind]
+            assert cost is not None
+            end_s, end_j = cost.at(req.prefilled + tokens, 1, 1)
+            if req.prefilled > 0:
+                done_s, done_j = cost.at(req.prefilled, 1, 1)
+                end_s -= done_s
+                end_j -= done_j
+            latency_s += end_s
+            energy_j += end_j
+        return latency_s, energy_j
+
+    def _end_mixed(
+        self,
+        kind: str,
+        batch: list[RequestState],
+        chunks: list[_Chunk],
+        latency_s: float,
+        energy_j: float,
+    ) -> None:
+        self._account(latency_s, energy_j, batch + [req for req, _kind, _tokens in chunks])
+        if batch:
+            if kind == DECODE:
+                self._apply_decode(batch, 1)
+            else:
+                self._apply_speculative(batch, kind)
+        for req, chunk_kind, tokens in chunks:
+            req.prefilled += tokens
+            if req.prefilled >= req.context:
+                req.prefilled = 0
+                self._chunking.remove((req, chunk_kind))
+                self.engine.on_prefilled(self, req, chunk_kind)
         self._end_iteration()
 
     def _throttled(self, start_s: float, latency_s: float, energy_j: float) -> tuple[float, float]:

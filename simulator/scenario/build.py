@@ -490,6 +490,17 @@ class _Builder:
 
     def scheduler(self) -> SchedulerSpec:
         sched = self.doc["scheduler"]
+        if sched["arbitration"]["policy"] == "chunked_prefill":
+            prefill = sched["prefill"]["batching"]
+            for key, default in (("max_wait_ms", 0), ("max_tokens", None)):
+                if prefill[key] != default:
+                    self.issue(
+                        f"scheduler.prefill.batching.{key}",
+                        prefill[key],
+                        f"{default if default is not None else 'null'} with chunked_prefill "
+                        "(its token_budget bounds every iteration; prompts never wait for a batch)",
+                        "prefill batching limit that chunked prefill does not use",
+                    )
         wait_ms = sched["verify"]["batching"]["max_wait_ms"]
         mode = self.doc["speculation"]["mode"]
         if wait_ms > 0 and mode in ("none", "fused"):
@@ -519,6 +530,12 @@ class _Builder:
             ),
             kv_on_full=sched["kv"]["on_full"],
             max_running_requests=int(sched["max_running_requests"]),
+            arbitration=self.policy(
+                "arbitration",
+                sched["arbitration"]["policy"],
+                sched["arbitration"]["params"],
+                "scheduler.arbitration",
+            ),
         )
 
     def planner(self) -> PlannerSpec:

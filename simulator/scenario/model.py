@@ -231,6 +231,7 @@ class SchedulerSpec:
     admission: PolicyChoice
     kv_on_full: KvOnFull
     max_running_requests: int
+    arbitration: PolicyChoice
 
 
 @dataclass(frozen=True)

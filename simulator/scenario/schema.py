@@ -25,6 +25,7 @@ DEFAULT_POLICY: Mapping[str, str] = {
     "admission": "admit_all",
     "k_control": "static",
     "hybrid_mode": "rtt_threshold",
+    "arbitration": "prefill_first",
 }
 """The policy each family uses when a scenario names none."""
 
