@@ -41,11 +41,43 @@ def headline_table(summary: dict[str, Any]) -> str:
             f"speculation  acceptance {_fmt(spec['acceptance_rate'], '.3f')}  "
             f"tokens/verify {_fmt(spec['mean_tokens_per_verify'], '.2f')}  rounds {spec['verify_steps']}"
         )
-    energy = summary["energy"]
-    cost = summary["cost"]
-    lines.append(
-        f"energy {_fmt(energy['j_per_output_token'], '.3f')} J/token   "
-        f"cost {_fmt(cost['usd_per_1k_tokens'], '.4f')} $/1k tokens   "
-        f"GPU utilisation {_fmt(summary['resources']['gpu_utilization'], '.1%')}"
-    )
+    lines.append(energy_line(summary["energy"]))
+    lines.append(cost_line(summary["cost"]))
+    lines.append(f"GPU utilisation {_fmt(summary['resources']['gpu_utilization'], '.1%')}")
     return "\n".join(lines)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
+def _covered(head: str, section: dict[str, Any], gaps: list[tuple[str, list[str]]]) -> str:
+    """``head``, the device classes a total covers, then each labelled list of gaps."""
+    line = head
+    if section["by_device_class"]:
+        line += f" (covers {_names(section['covers'])})"
+    for label, names in gaps:
+        if names:
+            line += f"   {label}: {_names(names)}"
+    return line
+
+
+def energy_line(energy: dict[str, Any]) -> str:
+    """The energy line: J per output token, the classes it covers and those not measured."""
+    return _covered(
+        f"energy {_fmt(energy['j_per_output_token'], '.3f')} J/token",
+        energy,
+        [
+            ("not measured", energy["not_measured"]),
+            ("idle not measured", energy["idle_not_measured"]),
+        ],
+    )
+
+
+def cost_line(cost: dict[str, Any]) -> str:
+    """The cost line: $ per 1k tokens, the classes it covers and those without a price."""
+    return _covered(
+        f"cost {_fmt(cost['usd_per_1k_tokens'], '.4g')} $/1k tokens",
+        cost,
+        [("no price", cost["not_priced"])],
+    )

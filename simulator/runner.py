@@ -96,6 +96,7 @@ def run(
         warmup_s=scenario.metrics.warmup_s,
         record_energy=scenario.metrics.record_energy,
         record_cost=scenario.metrics.record_cost,
+        electricity_usd_per_kwh=scenario.metrics.electricity_usd_per_kwh,
     )
     timeseries = pd.DataFrame(list(output.timeseries))
     return Result(scenario, summary, frame, timeseries, output, time.perf_counter() - started)

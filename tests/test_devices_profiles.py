@@ -63,7 +63,9 @@ def test_every_shipped_profile_loads(registry):
     assert set(registry.ids) == SHIPPED
     for profile in registry:
         assert profile.hardware in KNOWN_HARDWARE
-        assert profile.cost.usd_per_hour is None
+        assert (profile.cost.usd_per_hour is None) == profile.is_draft
+        assert profile.energy.idle_power_w is None
+        assert "idle_power_w is null" in profile.notes.replace("\n", " ")
         assert profile.availability.kind == "always"
     assert {p.id for p in registry.drafts()} == {
         "iphone-16-pro",
@@ -234,3 +236,16 @@ def test_sources_notes_name_existing_input_files():
         assert data_file.name in sources_md
     for licence in (INPUTS / "LICENSES").iterdir():
         assert licence.name in sources_md
+
+
+def test_target_prices_are_a_gpu_share_of_a_dated_price_list(registry):
+    rows = {row["gpu"]: row for row in read_input("cloud_prices.csv")}
+    for row in rows.values():
+        assert row["url"].startswith("https://") and row["date"] and row["source"]
+    for profile in registry.targets():
+        gpu = "A100 SXM 80GB" if profile.hardware.startswith("a100") else "H100 SXM 80GB"
+        row = rows[gpu]
+        expected = float(row["usd_per_hour"]) / int(row["gpus"]) * profile.gpus_per_replica
+        assert profile.cost.usd_per_hour == pytest.approx(expected, rel=1e-6)
+        source = profile.source_of("cost.usd_per_hour")
+        assert row["url"] in source and row["date"] in source and row["instance"] in source

@@ -53,6 +53,14 @@ def test_example_matches_its_golden_figures(name):
             assert figures[key] == value, key
 
 
+@pytest.mark.parametrize("name", sorted(TEST_SIZE))
+def test_example_prices_its_tokens_and_names_what_it_covers(name):
+    cost = run_example(name)["cost"]
+    assert cost["usd_per_1k_tokens"] is not None and cost["usd_per_1k_tokens"] > 0
+    targets = [n for n, c in cost["by_device_class"].items() if c["type"] == "target"]
+    assert set(targets) <= set(cost["covers"])
+
+
 def _expected_acceptance_rate(curve: Path, k: int) -> float:
     model = load_acceptance_model(curve)
     return model.expected_accepted(k, 512) / k

@@ -192,7 +192,6 @@ def _energy(section: Mapping[str, Any]) -> EnergySpec:
         active_power_w_per_gpu=_opt_float(section["active_power_w_per_gpu"]),
         idle_power_w=_opt_float(section["idle_power_w"]),
         power_limit_w=_opt_float(section["power_limit_w"]),
-        joules_per_token=_opt_float(section["joules_per_token"]),
         power_measurement=str(section["power_measurement"]),
     )
 

@@ -226,7 +226,6 @@ class EnergySpec:
         active_power_w_per_gpu: Targets: the same per GPU.
         idle_power_w: Power while idle.
         power_limit_w: Configured power mode or budget (a cap, not a measurement).
-        joules_per_token: Energy per generated token (model-specific).
         power_measurement: What the figures measure.
     """
 
@@ -234,7 +233,6 @@ class EnergySpec:
     active_power_w_per_gpu: float | None
     idle_power_w: float | None
     power_limit_w: float | None
-    joules_per_token: float | None
     power_measurement: str
 
 

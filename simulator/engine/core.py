@@ -46,6 +46,7 @@ from simulator.engine.request_state import RequestRecord, RequestState, to_recor
 from simulator.engine.target import DECODE, FUSED, VERIFY, ReplicaCosts, TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Tracer
+from simulator.engine.usage import ClassUsage, class_usage
 from simulator.errors import InputError, make_issue
 from simulator.rng import BufferedDraws, RandomStreams
 from simulator.scenario.model import DeviceClass, Link, ModelSpec, PolicyChoice, Scenario
@@ -104,6 +105,8 @@ class EngineOutput:
     device_energy_j: float
     device_busy_s: float
     network_bytes: dict[str, float]
+    device_classes: tuple[ClassUsage, ...] = ()
+    """Per device class: busy time, energy, idle power and price (scenario order)."""
     in_flight: tuple[InFlight, ...] = ()
     """Requests past prefill and unfinished when the run stopped: the state a
     what-if window starting at ``simulated_s`` continues from."""
@@ -696,4 +699,12 @@ class Engine:
                 for (src, dst), c in sorted(self.network.counters.items())
             },
             in_flight=self.snapshot(),
+            device_classes=class_usage(
+                self.scenario,
+                [*self.replicas, *self._devices.values()],
+                {
+                    d.id: [c.key for (_, dev, _), c in self._costs.items() if dev == d.id]
+                    for d in self.scenario.targets()
+                },
+            ),
         )

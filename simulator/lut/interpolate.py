@@ -110,6 +110,15 @@ class KeyGrid:
         self._nk = len(self.fanout_k)
         self._values = list(values)
 
+    def has_energy(self) -> bool:
+        """Return whether any grid point has a positive ``energy_mj``.
+
+        The LUT schema requires ``energy_mj`` (a number >= 0, never empty or
+        NaN), so a file without an energy model writes 0 in every row; such a
+        key has no energy data.
+        """
+        return any(point[1] > 0.0 for point in self._values)
+
     def _outside(self, axis_name: str, axis: Sequence[int], value: float) -> InputError:
         if len(axis) == 1:
             allowed = f"exactly {axis[0]} (the only {axis_name} in the grid of this key)"

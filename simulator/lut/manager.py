@@ -93,6 +93,14 @@ class LutManager:
         """
         return self.table_for(key).grid(key)
 
+    def has_energy(self, key: LutKey) -> bool:
+        """Return whether the rows of ``key`` carry energy (some ``energy_mj`` > 0).
+
+        Raises:
+            InputError: No table provides ``key``.
+        """
+        return self.table_for(key).has_energy(key)
+
     def lookup(
         self,
         key: LutKey,

@@ -177,6 +177,14 @@ class LutTable:
         found = self._grid_of(key)
         return LutGrid(found.context_len, found.microbatch, found.fanout_k)
 
+    def has_energy(self, key: LutKey) -> bool:
+        """Return whether some row of ``key`` has a positive ``energy_mj``.
+
+        Raises:
+            InputError: The file has no rows for ``key``.
+        """
+        return self._grid_of(key).has_energy()
+
     def lookup(
         self,
         key: LutKey,

@@ -13,6 +13,8 @@ Definitions (all documented in ``summary.schema.json`` too):
   rates divide by it. GPU-seconds are GPUs of all replicas × ``measured_s``.
 - Jain's index is over the per-request decode speeds (1 / TPOT) of the
   completed requests.
+- Energy and cost are per device class, with totals naming the classes they
+  cover (:mod:`simulator.metrics.energy_cost`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.engine.core import EngineOutput
+from simulator.metrics.energy_cost import cost_section, energy_section
 from simulator.workload import SloTargets
 
 PERCENTILES = (50, 90, 95, 99)
@@ -112,8 +115,13 @@ def summarise(
     warmup_s: float,
     record_energy: bool,
     record_cost: bool,
+    electricity_usd_per_kwh: float | None = None,
 ) -> dict[str, Any]:
-    """Build the summary mapping from a run's output and its request table."""
+    """Build the summary mapping from a run's output and its request table.
+
+    Energy and cost per device class follow :mod:`simulator.metrics.energy_cost`;
+    ``electricity_usd_per_kwh`` prices the measured energy of draft devices.
+    """
     measured = frame[frame["arrival_s"] >= warmup_s]
     completed = measured[measured["outcome"] == "completed"]
     met = slo_met(measured, slos)
@@ -127,22 +135,15 @@ def summarise(
     accepted = int(speculative["accepted_tokens"].sum())
     committed_by_rounds = int((speculative["generated_tokens"] - 1).clip(lower=0).sum())
     busy = np.asarray(output.replica_busy_s)
-    target_energy = float(sum(output.replica_energy_j))
-    idle_energy: float | None = 0.0
-    for busy_s, power in zip(output.replica_busy_s, output.replica_idle_power_w, strict=True):
-        if power is None:
-            idle_energy = None
-            break
-        assert idle_energy is not None
-        idle_energy += power * max(0.0, output.simulated_s - busy_s)
-    total_energy = target_energy + output.device_energy_j + (idle_energy or 0.0)
-    usd: float | None = 0.0
-    for price in output.replica_usd_per_hour:
-        if price is None:
-            usd = None
-            break
-        assert usd is not None
-        usd += price * output.simulated_s / 3600.0
+    energy = energy_section(output.device_classes, output.simulated_s, out_tokens, record_energy)
+    cost = cost_section(
+        output.device_classes,
+        energy,
+        output.simulated_s,
+        out_tokens,
+        electricity_usd_per_kwh,
+        record_cost,
+    )
     speeds = 1000.0 / completed["tpot_ms"].dropna()
     summary: dict[str, Any] = {
         "scenario_id": scenario_id,
@@ -206,21 +207,8 @@ def summarise(
             "network_bytes": float(sum(output.network_bytes.values())),
             "network_bytes_by_link": dict(output.network_bytes),
         },
-        "energy": {
-            "total_j": total_energy if record_energy else None,
-            "target_busy_j": target_energy if record_energy else None,
-            "target_idle_j": idle_energy if record_energy else None,
-            "draft_devices_j": output.device_energy_j if record_energy else None,
-            "j_per_output_token": total_energy / out_tokens
-            if record_energy and out_tokens
-            else None,
-        },
-        "cost": {
-            "usd_total": usd if record_cost else None,
-            "usd_per_1k_tokens": usd / out_tokens * 1000.0
-            if record_cost and usd is not None and out_tokens
-            else None,
-        },
+        "energy": energy,
+        "cost": cost,
     }
     cleaned: dict[str, Any] = _clean(summary)
     return cleaned

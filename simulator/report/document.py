@@ -13,10 +13,18 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from simulator.report import figures
-from simulator.report.headline import headline_header, headline_rows
+from simulator.report.headline import (
+    DEVICE_CLASS_HEADER,
+    device_class_rows,
+    headline_header,
+    headline_rows,
+)
 from simulator.report.results import RunResults
 
 DPI = 110
+
+CLASS_TITLE = "Energy and cost by device class"
+"""Section of the per-device-class table (of the first run)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,10 @@ def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
         "The goodput planner is not part of this version, so no planner decisions are drawn.",
     ]
     md = [f"# {title}", "", *(f"- {line}" for line in _scenario_lines(runs)), ""]
-    md += ["## Headline", "", _markdown_table(header, rows), "", *notes, "", "## Figures", ""]
+    classes = device_class_rows(runs[0].summary)
+    md += ["## Headline", "", _markdown_table(header, rows), "", *notes, ""]
+    md += [f"## {CLASS_TITLE}", "", _markdown_table(DEVICE_CLASS_HEADER, classes), ""]
+    md += ["## Figures", ""]
     for spec, png in rendered:
         md += [f"### {spec.caption}", "", f"![{spec.caption}]({png.name})", ""]
     markdown = out_dir / "report.md"
@@ -130,6 +141,8 @@ def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
         "</ul><h2>Headline</h2>",
         _html_table(header, rows),
         *(f"<p>{html.escape(note)}</p>" for note in notes),
+        f"<h2>{html.escape(CLASS_TITLE)}</h2>",
+        _html_table(DEVICE_CLASS_HEADER, classes),
         "<h2>Figures</h2>",
     ]
     for spec, png in rendered:

@@ -9,6 +9,7 @@ shown. Per-request figures use ``requests.csv``, time figures
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -294,23 +295,44 @@ def network_bytes(run: RunResults, ax: Axes | None = None) -> Axes:
     return ax
 
 
+NOT_MEASURED = "not measured"
+"""Label of a device class whose energy the data do not give."""
+
+NO_PRICE = "no price"
+"""Label of a device class whose cost the data do not give."""
+
+
+def energy_label(name: str, energy: dict[str, Any], cost: dict[str, Any]) -> str:
+    """Bar label of one device class: its name, then "not measured" / "no price" where so."""
+    label = name
+    if not energy.get("measured", False):
+        label += f" ({NOT_MEASURED})"
+    elif not energy.get("idle_measured", False):
+        label += " (idle not measured)"
+    if not cost.get("priced", False):
+        label += f" ({NO_PRICE})"
+    return label
+
+
 def energy_breakdown(run: RunResults, ax: Axes | None = None) -> Axes:
-    """Energy of draft devices and targets (busy, idle where known), from ``summary.json``."""
+    """Energy per device class (busy, idle where known), from ``summary.json``.
+
+    Every device class has a bar (zero length where not measured) labelled
+    "not measured" or "no price" where the data do not give its energy or cost.
+    """
     ax = _axes(ax)
     energy = run.summary["energy"]
-    parts = {
-        "draft devices": energy["draft_devices_j"],
-        "targets busy": energy["target_busy_j"],
-        "targets idle": energy["target_idle_j"],
-    }
-    known = {name: value / 1000.0 for name, value in parts.items() if value is not None}
-    if not known:
+    by_class = energy.get("by_device_class") or {}
+    if not by_class:
         return _no_data(ax, "energy figures")
-    ax.bar(list(known), list(known.values()))
-    ax.set_ylabel("kJ")
+    costs = run.summary["cost"].get("by_device_class") or {}
+    names = list(by_class)
+    labels = [energy_label(n, by_class[n], costs.get(n, {})) for n in names]
+    _labelled_barh(ax, labels, [(by_class[n]["total_j"] or 0.0) / 1000.0 for n in names])
+    ax.set_xlabel("kJ (busy + idle where known)")
     per_token = energy["j_per_output_token"]
     cost = run.summary["cost"]["usd_per_1k_tokens"]
-    subtitle = f"{per_token:.3g} J per output token" if per_token is not None else ""
-    subtitle += f", ${cost:.3g} per 1k tokens" if cost is not None else ", cost not configured"
+    subtitle = f"{per_token:.3g} J per output token" if per_token is not None else NOT_MEASURED
+    subtitle += f", ${cost:.3g} per 1k tokens" if cost is not None else f", {NO_PRICE}"
     ax.set_title(f"Energy ({subtitle})")
     return ax

@@ -78,3 +78,27 @@ def headline_header(runs: Sequence[RunResults]) -> list[str]:
     if len(runs) > 1:
         header += [f"{run.name} / {runs[0].name}" for run in runs[1:]]
     return header
+
+
+DEVICE_CLASS_HEADER = ["device class", "type", "energy (J)", "idle energy (J)", "cost ($)"]
+"""Columns of the per-device-class energy and cost table."""
+
+
+def device_class_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """One row per device class: energy, idle energy and cost, or "not measured" / "no price"."""
+    energies = summary["energy"].get("by_device_class") or {}
+    costs = summary["cost"].get("by_device_class") or {}
+    rows = []
+    for name in dict.fromkeys([*energies, *costs]):
+        energy = energies.get(name, {})
+        cost = costs.get(name, {})
+        rows.append(
+            [
+                name,
+                str(energy.get("type") or cost.get("type") or "-"),
+                format_value(energy["total_j"]) if energy.get("measured") else "not measured",
+                format_value(energy["idle_j"]) if energy.get("idle_measured") else "not measured",
+                format_value(cost["usd"]) if cost.get("priced") else "no price",
+            ]
+        )
+    return rows

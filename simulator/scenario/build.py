@@ -572,6 +572,9 @@ class _Builder:
             bool(raw["record_cost"]),
             float(raw["timeseries_interval_s"]),
             float(raw["warmup_s"]),
+            None
+            if raw["electricity_usd_per_kwh"] is None
+            else float(raw["electricity_usd_per_kwh"]),
         )
 
     def simulation(self) -> SimulationSpec:

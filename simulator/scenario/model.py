@@ -254,6 +254,7 @@ class MetricsSpec:
     record_cost: bool
     timeseries_interval_s: float
     warmup_s: float
+    electricity_usd_per_kwh: float | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def key_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "verify_steps": spec["verify_steps"],
         "acceptance_rate": spec["acceptance_rate"],
         "j_per_output_token": summary["energy"]["j_per_output_token"],
+        "usd_per_1k_tokens": summary["cost"]["usd_per_1k_tokens"],
         "gpu_utilization": summary["resources"]["gpu_utilization"],
     }
     return {key: _round(value) for key, value in figures.items()}

@@ -1,0 +1,102 @@
+"""What each device class did in a run: busy time, energy and the data behind them.
+
+The metrics layer turns these figures into energy and cost per device class
+(``summary.json`` ``energy.by_device_class`` and ``cost.by_device_class``).
+Whether a class's busy energy is known is decided from its LUT rows: the LUT
+schema requires ``energy_mj`` (a number >= 0, never empty or NaN), so a LUT
+without an energy model writes 0 in every row and
+:meth:`~simulator.lut.LutManager.has_energy` is false for its keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from simulator.lut import LutKey
+from simulator.scenario.model import Scenario
+
+
+class _Unit(Protocol):
+    """A replica or draft device: its class id, busy time and energy."""
+
+    pool: str
+    busy_s: float
+    energy_j: float
+
+
+@dataclass(frozen=True)
+class ClassUsage:
+    """Work of one device class (``hardware_profiles`` entry) over a run.
+
+    Attributes:
+        id: The class id in the scenario.
+        type: ``target`` (replica pool) or ``draft`` (client devices).
+        units: Replicas or devices in the class.
+        gpus: GPUs of all its units (targets; 0 for draft devices).
+        busy_s: Busy seconds summed over its units.
+        busy_energy_j: Energy of its work as the LUT gives it (0 where the
+            LUT has no energy; see ``lut_energy``).
+        lut_energy: Whether every LUT key the class used (or would use) has
+            energy data; true for a class that runs no model.
+        idle_power_w: Idle power of one unit from its profile, if known.
+        usd_per_hour: Price of one unit per hour (scenario or profile), if known.
+    """
+
+    id: str
+    type: str
+    units: int
+    gpus: int
+    busy_s: float
+    busy_energy_j: float
+    lut_energy: bool
+    idle_power_w: float | None
+    usd_per_hour: float | None
+
+
+def class_usage(
+    scenario: Scenario,
+    units: Iterable[_Unit],
+    target_keys: Mapping[str, Iterable[LutKey]],
+) -> tuple[ClassUsage, ...]:
+    """Return the usage of every device class of ``scenario``, in scenario order.
+
+    Args:
+        scenario: The scenario run.
+        units: Every replica and every draft device the run created (a draft
+            device is created when its first request arrives).
+        target_keys: Per target class id, the LUT keys its replicas price
+            their iterations with.
+    """
+    by_class: dict[str, list[_Unit]] = {}
+    for unit in units:
+        by_class.setdefault(unit.pool, []).append(unit)
+    out: list[ClassUsage] = []
+    for cls in scenario.devices:
+        if cls.type == "target":
+            keys = list(target_keys.get(cls.id, ()))
+            gpus = cls.profile.compute.gpus_per_replica * cls.count
+        else:
+            model = scenario.speculation.models.get(cls.model or "")
+            keys = (
+                [scenario.lut_key(model, cls, phase) for phase in ("prefill", "draft_decode")]
+                if model is not None
+                else []
+            )
+            gpus = 0
+        done = by_class.get(cls.id, [])
+        out.append(
+            ClassUsage(
+                id=cls.id,
+                type=cls.type,
+                units=cls.count,
+                gpus=gpus,
+                busy_s=sum(u.busy_s for u in done),
+                busy_energy_j=sum(u.energy_j for u in done),
+                lut_energy=all(scenario.luts.has_energy(key) for key in keys),
+                idle_power_w=cls.profile.energy.idle_power_w,
+                usd_per_hour=cls.usd_per_hour,
+            )
+        )
+    return tuple(out)
