@@ -167,6 +167,8 @@ class Engine:
         self._devices: dict[tuple[str, int], DraftDevice] = {}
         self._states: list[RequestState] = []
         self._outstanding = 0
+        self._arrived = 0
+        """Requests of the table that have arrived (a prefix: they arrive in table order)."""
         self._last_outcome_s = 0.0
         self._active_total = 0
         self._tokens_out = 0
@@ -363,6 +365,7 @@ class Engine:
 
     def _arrive(self, req: RequestState) -> None:
         now = self.env.now
+        self._arrived += 1
         self.tracer.event(
             now,
             "arrival",
@@ -645,7 +648,9 @@ class Engine:
 
     def _output(self, end_s: float) -> EngineOutput:
         now = end_s
-        records = tuple(to_record(s) for s in self._states + self._in_flight_states)
+        # Requests still due after the cut never arrived: they are not reported.
+        arrived = self._states[: self._arrived]
+        records = tuple(to_record(s) for s in arrived + self._in_flight_states)
         pools = tuple(r.pool for r in self.replicas)
         classes = {d.id: d for d in self.scenario.targets()}
         return EngineOutput(
