@@ -37,6 +37,7 @@ from policies import registry
 from policies.views import AdmissionQuery, KSignals, ModeQuery, ReplicaLoad, RoutingQuery
 from simulator.acceptance import AcceptanceModel
 from simulator.engine.clock import call_at
+from simulator.engine.closed_loop import ClosedLoopDriver
 from simulator.engine.costs import PhaseCost
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.kv import KvPool
@@ -176,6 +177,12 @@ class Engine:
         self._k_rounds = 0
         self.sampler = TimeseriesSampler(self, scenario.metrics.timeseries_interval_s)
         self._in_flight = tuple(in_flight)
+        loop = scenario.workload.closed_loop
+        self._closed_loop = (
+            ClosedLoopDriver(self, loop, streams.get("think_time")) if loop is not None else None
+        )
+        self._on_end = self._closed_loop.on_end if self._closed_loop is not None else None
+        """Called with each request that ends (completes or is rejected); closed loop only."""
 
     # -- construction --------------------------------------------------------
     def _cost(self, model: ModelSpec, device: DeviceClass, phase: str) -> PhaseCost:
@@ -360,12 +367,12 @@ class Engine:
             if delay > 0:
                 yield self.env.timeout(delay)
             self._arrive(self._states[i])
-            if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
-                self.progress(i + 1, len(table), self.env.now)
 
     def _arrive(self, req: RequestState) -> None:
         now = self.env.now
         self._arrived += 1
+        if self.progress is not None and self._arrived % PROGRESS_EVERY == 0:
+            self.progress(self._arrived, len(self.requests), now)
         self.tracer.event(
             now,
             "arrival",
@@ -388,6 +395,8 @@ class Engine:
             req.reason = decision.reason or "admission"
             self._last_outcome_s = max(self._last_outcome_s, now)
             self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
+            if self._on_end is not None:
+                self._on_end(req)
             return
         self._outstanding += 1
         if req.origin:
@@ -507,6 +516,8 @@ class Engine:
         replica.outstanding -= 1
         self._outstanding -= 1
         self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
+        if self._on_end is not None:
+            self._on_end(req)
 
     def send_bundle(self, req: RequestState, sent_s: float) -> None:
         """The request's device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
@@ -553,6 +564,8 @@ class Engine:
         self.tracer.event(self.env.now, "reject", f"request {req.request_id}", reason)
         if req.drafter is not None:
             req.drafter.finish(req)
+        if self._on_end is not None:
+            self._on_end(req)
 
     # -- what-if windows -----------------------------------------------------
     def _place_in_flight(self) -> None:
@@ -635,7 +648,10 @@ class Engine:
         ]
         self._in_flight_states: list[RequestState] = []
         self._place_in_flight()
-        self.env.process(self._arrivals())
+        if self._closed_loop is not None:
+            self._closed_loop.start()
+        else:
+            self.env.process(self._arrivals())
         self.sampler.start()
         stop = until_s if until_s is not None else self.scenario.simulation.until_s
         if stop is not None:
