@@ -107,6 +107,8 @@ class EngineOutput:
     in_flight: tuple[InFlight, ...] = ()
     """Requests past prefill and unfinished when the run stopped: the state a
     what-if window starting at ``simulated_s`` continues from."""
+    not_arrived: int = 0
+    """Requests of the table still due when the run stopped (not in ``records``)."""
 
 
 def _instantiate(choice: PolicyChoice, *args: Any) -> Any:
@@ -687,4 +689,5 @@ class Engine:
                 for (src, dst), c in sorted(self.network.counters.items())
             },
             in_flight=self.snapshot(),
+            not_arrived=len(self._states) - self._arrived,
         )
