@@ -23,6 +23,7 @@ STREAM_NAMES: tuple[str, ...] = (
     "routing",
     "devices",
     "policy",
+    "think_time",
 )
 """The streams the simulator knows; :meth:`RandomStreams.get` rejects others."""
 

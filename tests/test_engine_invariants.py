@@ -85,7 +85,19 @@ def test_unfinished_when_stopped_early(tmp_path):
     result = _run(tmp_path, "none", synthetic(50, 20, 500, 400), extra={"simulation.until_s": 1.0})
     outcomes = result.requests["outcome"].value_counts().to_dict()
     assert outcomes.get("unfinished", 0) > 0
-    assert sum(outcomes.values()) == 50
+    due = build_requests(result.scenario).arrival_s
+    assert sum(outcomes.values()) == int((due < 1.0).sum()) < 50
+
+
+def test_requests_due_after_the_cut_are_not_reported(tmp_path):
+    result = _run(tmp_path, "none", synthetic(50, 20, 500, 40), extra={"simulation.until_s": 1.0})
+    frame = result.requests
+    assert (frame["arrival_s"] < 1.0).all()
+    assert result.summary["requests"]["arrived"] == len(frame)
+    unfinished = frame[frame["outcome"] == "unfinished"]
+    # Unfinished requests report the tokens they got before the cut.
+    assert (unfinished["generated_tokens"] < unfinished["output_tokens"]).all()
+    assert unfinished["generated_tokens"].max() > 0
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -324,6 +324,7 @@ def test_defaults_fill_a_minimal_section():
         "output_length_override": None,
         "slo_classes": {},
         "origin": {"rule": "by_count", "weights": {}},
+        "closed_loop": None,
     }
 
 

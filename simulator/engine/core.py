@@ -37,6 +37,7 @@ from policies import registry
 from policies.views import AdmissionQuery, KSignals, ModeQuery, ReplicaLoad, RoutingQuery
 from simulator.acceptance import AcceptanceModel
 from simulator.engine.clock import call_at
+from simulator.engine.closed_loop import ClosedLoopDriver
 from simulator.engine.costs import PhaseCost
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.kv import KvPool
@@ -110,6 +111,8 @@ class EngineOutput:
     in_flight: tuple[InFlight, ...] = ()
     """Requests past prefill and unfinished when the run stopped: the state a
     what-if window starting at ``simulated_s`` continues from."""
+    not_arrived: int = 0
+    """Requests of the table still due when the run stopped (not in ``records``)."""
 
 
 def _instantiate(choice: PolicyChoice, *args: Any) -> Any:
@@ -180,6 +183,8 @@ class Engine:
         self._devices: dict[tuple[str, int], DraftDevice] = {}
         self._states: list[RequestState] = []
         self._outstanding = 0
+        self._arrived = 0
+        """Requests of the table that have arrived (a prefix: they arrive in table order)."""
         self._last_outcome_s = 0.0
         self._active_total = 0
         self._tokens_out = 0
@@ -187,6 +192,12 @@ class Engine:
         self._k_rounds = 0
         self.sampler = TimeseriesSampler(self, scenario.metrics.timeseries_interval_s)
         self._in_flight = tuple(in_flight)
+        loop = scenario.workload.closed_loop
+        self._closed_loop = (
+            ClosedLoopDriver(self, loop, streams.get("think_time")) if loop is not None else None
+        )
+        self._on_end = self._closed_loop.on_end if self._closed_loop is not None else None
+        """Called with each request that ends (completes or is rejected); closed loop only."""
 
     # -- construction --------------------------------------------------------
     def _cost(self, model: ModelSpec, device: DeviceClass, phase: str) -> PhaseCost:
@@ -382,11 +393,12 @@ class Engine:
             if delay > 0:
                 yield self.env.timeout(delay)
             self._arrive(self._states[i])
-            if self.progress is not None and (i + 1) % PROGRESS_EVERY == 0:
-                self.progress(i + 1, len(table), self.env.now)
 
     def _arrive(self, req: RequestState) -> None:
         now = self.env.now
+        self._arrived += 1
+        if self.progress is not None and self._arrived % PROGRESS_EVERY == 0:
+            self.progress(self._arrived, len(self.requests), now)
         self.tracer.event(
             now,
             "arrival",
@@ -409,6 +421,8 @@ class Engine:
             req.reason = decision.reason or "admission"
             self._last_outcome_s = max(self._last_outcome_s, now)
             self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
+            if self._on_end is not None:
+                self._on_end(req)
             return
         self._outstanding += 1
         if req.origin:
@@ -537,6 +551,8 @@ class Engine:
         replica.outstanding -= 1
         self._outstanding -= 1
         self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
+        if self._on_end is not None:
+            self._on_end(req)
 
     def send_bundle(self, req: RequestState, sent_s: float) -> None:
         """The request's device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
@@ -583,6 +599,8 @@ class Engine:
         self.tracer.event(self.env.now, "reject", f"request {req.request_id}", reason)
         if req.drafter is not None:
             req.drafter.finish(req)
+        if self._on_end is not None:
+            self._on_end(req)
 
     # -- what-if windows -----------------------------------------------------
     def _place_in_flight(self) -> None:
@@ -665,7 +683,10 @@ class Engine:
         ]
         self._in_flight_states: list[RequestState] = []
         self._place_in_flight()
-        self.env.process(self._arrivals())
+        if self._closed_loop is not None:
+            self._closed_loop.start()
+        else:
+            self.env.process(self._arrivals())
         self.sampler.start()
         stop = until_s if until_s is not None else self.scenario.simulation.until_s
         if stop is not None:
@@ -678,7 +699,9 @@ class Engine:
 
     def _output(self, end_s: float) -> EngineOutput:
         now = end_s
-        records = tuple(to_record(s) for s in self._states + self._in_flight_states)
+        # Requests still due after the cut never arrived: they are not reported.
+        arrived = self._states[: self._arrived]
+        records = tuple(to_record(s) for s in arrived + self._in_flight_states)
         pools = tuple(r.pool for r in self.replicas)
         classes = {d.id: d for d in self.scenario.targets()}
         return EngineOutput(
@@ -707,4 +730,5 @@ class Engine:
                     for d in self.scenario.targets()
                 },
             ),
+            not_arrived=len(self._states) - self._arrived,
         )

@@ -2,13 +2,21 @@
 
 Definitions (all documented in ``summary.schema.json`` too):
 
-- Requests arriving before ``metrics.warmup_s`` are simulated but left out
-  of every aggregate except the ``requests`` counts.
-- Latency percentiles use completed requests; TVT only those with
-  speculation rounds, TPOT only those with more than one output token.
+- The *measured set* is the requests that arrived at or after
+  ``metrics.warmup_s`` (and before the end of the run: requests due after a
+  ``simulation.until_s`` cut never arrive). Every per-request aggregate uses
+  it; only ``requests.arrived`` also counts the warm-up requests. The
+  ``measurement`` section names the set each section uses.
+- Latency percentiles use the completed requests of the set; TVT only those
+  with speculation rounds, TPOT only those with more than one output token.
+- The censored view (``latency_ms_censored``) adds the set's unfinished
+  requests to TTFT and E2E at their age at the end of the run, a lower bound
+  of their latency (an unfinished request that has its first token
+  contributes its exact TTFT). Rejected requests have no latency.
 - A request counts toward goodput when it completed and met every SLO of its
   class (TVT only where it applies: requests with verify rounds over a
-  network, i.e. distributed ones).
+  network, i.e. distributed ones); SLO attainment divides by the whole set
+  (completed + rejected + unfinished).
 - ``measured_s`` is the span from the warm-up end to the end of the run;
   rates divide by it. GPU-seconds are GPUs of all replicas × ``measured_s``.
 - Jain's index is over the per-request decode speeds (1 / TPOT) of the
@@ -95,6 +103,57 @@ def _attainment_by(frame: pd.DataFrame, met: pd.Series, column: str) -> dict[str
     return out
 
 
+CENSORED_SET = (
+    "completed and unfinished requests of the measured set; an unfinished one counts at its age at "
+    "the end of the run (end_s - arrival), a lower bound, where its latency is not known yet"
+)
+ATTAINMENT_DENOMINATOR = (
+    "measured arrivals (completed + rejected + unfinished, arriving at or after metrics.warmup_s)"
+)
+SECTION_SETS = {
+    "requests": "the measured set (arrived also counts warm-up arrivals)",
+    "latency_ms": "completed requests of the measured set",
+    "latency_ms_server": "completed requests of the measured set",
+    "latency_ms_censored": CENSORED_SET,
+    "throughput": "completed requests of the measured set, per second of measured_s",
+    "goodput": "the measured set; rejected and unfinished requests miss their SLO",
+    "speculation": "the measured set (every round its requests ran, finished or not)",
+    "fairness": "jain_index: completed requests of the measured set; attainment: the measured set",
+    "resources": "the whole run, 0 to simulated_s (not per request)",
+    "energy": "the whole run, 0 to simulated_s; per-token figures divide by the completed "
+    "requests of the measured set",
+    "cost": "the whole run, 0 to simulated_s; per-token figures divide by the completed "
+    "requests of the measured set",
+}
+"""Which requests (or span) each section of the summary aggregates."""
+
+
+def censored_latency(frame: pd.DataFrame, end_s: float) -> dict[str, Any]:
+    """TTFT and E2E of completed and unfinished requests, the unfinished at their age at ``end_s``.
+
+    An unfinished request's age ``end_s - arrival_s`` is a lower bound of
+    its E2E, and of its TTFT when its first token has not reached the client
+    yet (one that has contributes its exact TTFT). Rejected rows are left out.
+
+    Args:
+        frame: Request rows (``requests.csv`` columns) of the set to aggregate.
+        end_s: The end of the run (the cut of a run with ``until_s``).
+    """
+    rows = frame[frame["outcome"].isin(("completed", "unfinished"))]
+    unfinished = rows["outcome"] == "unfinished"
+    age_ms = (end_s - rows["arrival_s"]) * 1000.0
+    ttft_known = rows["ttft_ms"].notna()
+    ttft = rows["ttft_ms"].where(ttft_known, age_ms)
+    e2e = rows["e2e_ms"].where(~unfinished, age_ms)
+    return {
+        "ttft": _stats(ttft),
+        "e2e": _stats(e2e),
+        "requests": len(rows),
+        "unfinished": int(unfinished.sum()),
+        "ttft_lower_bounds": int((~ttft_known).sum()),
+    }
+
+
 def jain_index(values: Iterable[float]) -> float | None:
     """Jain's fairness index (sum x)^2 / (n * sum x^2) of positive values."""
     array = np.asarray([v for v in values if math.isfinite(v) and v > 0], dtype=float)
@@ -123,7 +182,8 @@ def summarise(
     ``electricity_usd_per_kwh`` prices the measured energy of draft devices.
     """
     measured = frame[frame["arrival_s"] >= warmup_s]
-    completed = measured[measured["outcome"] == "completed"]
+    outcome = measured["outcome"]
+    completed = measured[outcome == "completed"]
     met = slo_met(measured, slos)
     measured_s = max(output.simulated_s - warmup_s, 1e-12)
     gpus = sum(output.replica_gpus)
@@ -152,27 +212,39 @@ def summarise(
         "seed": seed,
         "simulated_s": output.simulated_s,
         "measured_s": measured_s,
+        "measurement": {
+            "warmup_s": warmup_s,
+            "end_s": output.simulated_s,
+            "measured_set": "requests arriving at or after metrics.warmup_s and before end_s",
+            "warmup_requests": len(frame) - len(measured),
+            "not_arrived": output.not_arrived,
+            "sections": SECTION_SETS,
+        },
         "requests": {
             "arrived": len(frame),
             "measured": len(measured),
-            "completed": int((frame["outcome"] == "completed").sum()),
-            "rejected": int((frame["outcome"] == "rejected").sum()),
+            "completed": len(completed),
+            "rejected": int((outcome == "rejected").sum()),
             "rejected_by_reason": {
                 str(reason): int(count)
                 for reason, count in sorted(
-                    frame.loc[frame["outcome"] == "rejected", "reason"].value_counts().items()
+                    measured.loc[outcome == "rejected", "reason"].value_counts().items()
                 )
             },
-            "unfinished": int((frame["outcome"] == "unfinished").sum()),
+            "unfinished": int((outcome == "unfinished").sum()),
         },
         "latency_ms": {name: _stats(completed[column]) for name, column in LATENCY_COLUMNS.items()},
         "latency_ms_server": {"ttft": _stats(completed["ttft_server_ms"])},
+        "latency_ms_censored": censored_latency(measured, output.simulated_s),
         "throughput": {
             "requests_per_s": len(completed) / measured_s,
             "output_tokens_per_s": out_tokens / measured_s,
         },
         "goodput": {
             "slo_attainment": float(met.mean()) if len(measured) else None,
+            "slo_attainment_denominator": ATTAINMENT_DENOMINATOR,
+            "slo_met_requests": good,
+            "measured_requests": len(measured),
             "requests_per_s": good / measured_s,
             "requests_per_gpu_s": good / (gpus * measured_s) if gpus else None,
         },

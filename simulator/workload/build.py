@@ -22,6 +22,12 @@ from simulator.workload.arrivals import (
     OnOffArrivals,
     PoissonArrivals,
 )
+from simulator.workload.closed_loop import (
+    ClosedLoop,
+    ExponentialThinkTime,
+    FixedThinkTime,
+    ThinkTime,
+)
 from simulator.workload.distributions import (
     EmpiricalLength,
     FixedLength,
@@ -174,6 +180,57 @@ class _Builder:
             return OnOffArrivals(rate, float(raw["on_s"]), float(raw["off_s"]))
         return PoissonArrivals(rate)
 
+    def synthetic_arrival(self, raw: Mapping[str, Any]) -> ArrivalProcess | None:
+        """The synthetic arrival process: required in open loop, refused in closed loop."""
+        given = raw.get("arrival")
+        if self.doc["closed_loop"] is None:
+            if given is None:
+                self.issue(
+                    f"{SYNTHETIC}.arrival",
+                    "(missing)",
+                    "an arrival process ({process: poisson, rate_per_s}, gamma or on_off)",
+                    "an open-loop synthetic workload needs an arrival process",
+                )
+                return None
+            return self.arrival(given)
+        if given is not None:
+            self.issue(
+                f"{SYNTHETIC}.arrival",
+                dict(given),
+                "no arrival process with closed_loop",
+                "closed_loop users send each request when their previous one ends; "
+                "an arrival process would be ignored",
+            )
+        if raw.get("duration_s") is not None:
+            self.issue(
+                f"{SYNTHETIC}.duration_s",
+                raw["duration_s"],
+                "synthetic.num_requests with closed_loop (end the run at a time with "
+                "simulation.until_s)",
+                "closed_loop has no arrival process to generate arrivals in a duration",
+            )
+        return None
+
+    def closed_loop(self) -> ClosedLoop | None:
+        raw = self.doc["closed_loop"]
+        if raw is None:
+            return None
+        if self.doc["arrival_scale"] != 1.0:
+            self.issue(
+                "arrival_scale",
+                self.doc["arrival_scale"],
+                "1.0 (the default) with closed_loop",
+                "closed_loop users decide when requests are sent; arrival_scale would be ignored "
+                "(change closed_loop.users or closed_loop.think_time_s instead)",
+            )
+        think = raw["think_time_s"]
+        think_time: ThinkTime = (
+            ExponentialThinkTime(float(think["mean_s"]))
+            if isinstance(think, Mapping)
+            else FixedThinkTime(float(think))
+        )
+        return ClosedLoop(int(raw["users"]), think_time)
+
     # -- sources -------------------------------------------------------------
     def synthetic(self, classes: Mapping[str, SloTargets]) -> SyntheticSource | None:
         raw = self.doc.get(SYNTHETIC)
@@ -227,7 +284,7 @@ class _Builder:
         output = self.distribution(
             raw["output_tokens"], f"{SYNTHETIC}.output_tokens", "output_tokens"
         )
-        arrival = self.arrival(raw["arrival"])
+        arrival = self.synthetic_arrival(raw)
         if self.issues or prompt is None or output is None:
             return None
         return SyntheticSource(
@@ -314,6 +371,7 @@ class _Builder:
         source_text = str(self.doc["source"])
         classes = self.slo_classes()
         origin = self.origin()
+        closed_loop = self.closed_loop()
         source: TraceSource | SyntheticSource | None
         prompt_override: LengthDistribution | None = None
         output_override: LengthDistribution | None = None
@@ -342,6 +400,7 @@ class _Builder:
             arrival_scale=float(self.doc["arrival_scale"]),
             prompt_length_override=prompt_override,
             output_length_override=output_override,
+            closed_loop=closed_loop,
         )
 
 

@@ -30,12 +30,17 @@ CLASS_SUBSTREAM = 2
 def _synthetic(
     source: SyntheticSource, max_requests: int | None, streams: RandomStreams
 ) -> tuple[FloatArray, IntArray, IntArray, StrArray]:
-    arrival = sample_arrivals(
-        source.arrival,
-        streams.get("arrivals"),
-        count=source.num_requests,
-        duration_s=source.duration_s,
-    )
+    if source.arrival is None:
+        # Closed loop: the users decide when requests are sent.
+        assert source.num_requests is not None
+        arrival = np.zeros(source.num_requests)
+    else:
+        arrival = sample_arrivals(
+            source.arrival,
+            streams.get("arrivals"),
+            count=source.num_requests,
+            duration_s=source.duration_s,
+        )
     if max_requests is not None:
         arrival = arrival[:max_requests]
     size = len(arrival)
@@ -95,7 +100,9 @@ def generate_requests(
     Trace sources replay the slice (rebased so the first arrival is at 0);
     synthetic sources draw arrivals from t = 0. Then ``max_requests`` caps the
     count, arrival times are divided by ``arrival_scale``, and requests
-    without an origin get one by the origin rule.
+    without an origin get one by the origin rule. A closed-loop synthetic
+    workload has no arrival process: its arrival times are all 0 (the engine's
+    users decide when each request is sent).
 
     Args:
         spec: The workload.

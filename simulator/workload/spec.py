@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from simulator.workload.arrivals import ArrivalProcess
+from simulator.workload.closed_loop import ClosedLoop
 from simulator.workload.distributions import LengthDistribution
 from simulator.workload.origins import OriginRule
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
@@ -44,7 +45,8 @@ class SyntheticSource:
     """Synthetic request generation.
 
     Attributes:
-        arrival: The arrival process.
+        arrival: The arrival process; None with a closed-loop workload, whose
+            users decide when requests are sent (then all arrivals are 0).
         prompt_tokens: Prompt length distribution.
         output_tokens: Output length distribution.
         num_requests: Generate this many requests (or None: use ``duration_s``).
@@ -52,7 +54,7 @@ class SyntheticSource:
         slo_class_mix: ``(class name, weight)`` pairs; classes drawn by weight.
     """
 
-    arrival: ArrivalProcess
+    arrival: ArrivalProcess | None
     prompt_tokens: LengthDistribution
     output_tokens: LengthDistribution
     num_requests: int | None = None
@@ -62,6 +64,8 @@ class SyntheticSource:
     def __post_init__(self) -> None:
         if (self.num_requests is None) == (self.duration_s is None):
             raise ValueError("SyntheticSource needs exactly one of num_requests and duration_s")
+        if self.arrival is None and self.num_requests is None:
+            raise ValueError("SyntheticSource without an arrival process needs num_requests")
         if not self.slo_class_mix or any(not w > 0 for _, w in self.slo_class_mix):
             raise ValueError("SyntheticSource.slo_class_mix needs weights > 0")
 
@@ -78,6 +82,8 @@ class WorkloadSpec:
         arrival_scale: Arrival times are divided by this (> 0; 2.0 doubles the rate).
         prompt_length_override: Replaces the trace's prompt lengths (trace sources).
         output_length_override: Replaces the trace's output lengths (trace sources).
+        closed_loop: Users that send the table's requests one after another
+            (arrival times of the table are then not used); None = open loop.
     """
 
     source: TraceSource | SyntheticSource
@@ -87,12 +93,20 @@ class WorkloadSpec:
     arrival_scale: float = 1.0
     prompt_length_override: LengthDistribution | None = None
     output_length_override: LengthDistribution | None = None
+    closed_loop: ClosedLoop | None = None
 
     def __post_init__(self) -> None:
         if DEFAULT_CLASS not in self.slo_classes:
             raise ValueError(f"WorkloadSpec.slo_classes must define {DEFAULT_CLASS!r}")
         if not self.arrival_scale > 0:
             raise ValueError(f"arrival_scale must be > 0, got {self.arrival_scale}")
+        source = self.source
+        timed = not isinstance(source, SyntheticSource) or source.arrival is not None
+        if self.closed_loop is not None:
+            if self.arrival_scale != 1.0 or (isinstance(source, SyntheticSource) and timed):
+                raise ValueError("a closed-loop workload takes no arrival process or arrival_scale")
+        elif not timed:
+            raise ValueError("an open-loop synthetic workload needs an arrival process")
         object.__setattr__(self, "slo_classes", MappingProxyType(dict(self.slo_classes)))
 
     @property
