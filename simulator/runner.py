@@ -12,6 +12,7 @@ import pandas as pd
 
 from simulator.engine.core import Engine, EngineOutput, InFlight, ProgressHook
 from simulator.engine.request_state import RequestRecord
+from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import Tracer
 from simulator.metrics.summary import slo_flags, summarise
 from simulator.rng import RandomStreams
@@ -71,7 +72,7 @@ def run(
     started = time.perf_counter()
     table = requests if requests is not None else build_requests(scenario)
     engine = Engine(
-        scenario,
+        build_runtime(scenario),
         table,
         RandomStreams(scenario.seed),
         tracer=tracer,

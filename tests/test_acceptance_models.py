@@ -261,7 +261,9 @@ def any_model(draw: st.DrawFn) -> Any:
             bins.append({"context_len": context_len, "rates": rates})
         else:
             ks = sorted(draw(st.sets(st.integers(1, 10), min_size=1, max_size=4)))
-            means = sorted(draw(st.lists(probabilities, min_size=len(ks), max_size=len(ks))))
+            # Shares far below any real acceptance would underflow once scaled by ks[0] / k.
+            shares = st.one_of(st.just(0.0), st.floats(min_value=1e-6, max_value=1.0))
+            means = sorted(draw(st.lists(shares, min_size=len(ks), max_size=len(ks))))
             # Non-decreasing E[A] with E[A] <= k: scale cumulative shares by k.
             table = {f"k={k}": min(1.0, m * ks[0] / k) for k, m in zip(ks, means, strict=True)}
             bins.append({"context_len": context_len, "acceptance": table})

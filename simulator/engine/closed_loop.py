@@ -12,55 +12,63 @@ at the stop time. The table's arrival times are not used: a request's
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
+import simpy
 
 from simulator.engine.clock import call_at
 from simulator.engine.request_state import RequestState
 from simulator.workload.closed_loop import ClosedLoop
-
-if TYPE_CHECKING:
-    from simulator.engine.core import Engine
 
 
 class ClosedLoopDriver:
     """Sends the engine's requests on behalf of a fixed population of users.
 
     Args:
-        engine: The engine whose request states are sent (in table order).
+        env: The simulation's clock.
+        arrive: Admits a sent request (the engine's arrival handling).
         loop: The users and their think time.
         rng: The ``think_time`` stream.
     """
 
-    def __init__(self, engine: Engine, loop: ClosedLoop, rng: np.random.Generator) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        env: simpy.Environment,
+        arrive: Callable[[RequestState], None],
+        loop: ClosedLoop,
+        rng: np.random.Generator,
+    ) -> None:
+        self.env = env
+        self.arrive = arrive
         self.loop = loop
+        self._states: Sequence[RequestState] = ()
         self.rng = rng
         self._next = 0
         self._user_of: dict[int, int] = {}
         """Request id -> the user that sent it."""
 
-    def start(self) -> None:
-        """Schedule every user's first request at t = 0."""
+    def start(self, states: Sequence[RequestState]) -> None:
+        """Schedule every user's first request at t = 0; ``states`` in table order."""
+        self._states = states
         for user in range(self.loop.users):
-            call_at(self.engine.env, 0.0, partial(self._send, user))
+            call_at(self.env, 0.0, partial(self._send, user))
 
     def _send(self, user: int) -> None:
-        states = self.engine._states
+        states = self._states
         if self._next >= len(states):
             return
         req = states[self._next]
         self._next += 1
-        req.arrival_s = self.engine.env.now
+        req.arrival_s = self.env.now
         self._user_of[req.request_id] = user
-        self.engine._arrive(req)
+        self.arrive(req)
 
     def on_end(self, req: RequestState) -> None:
         """A request ended (completed or rejected): its user thinks, then sends the next."""
         user = self._user_of.pop(req.request_id, None)
         if user is None:  # not sent by a user (a what-if window's starting request)
             return
-        env = self.engine.env
+        env = self.env
         call_at(env, env.now + self.loop.think_time.sample(self.rng), partial(self._send, user))

@@ -35,25 +35,23 @@ import simpy
 
 from policies import registry
 from policies.views import AdmissionQuery, KSignals, ModeQuery, ReplicaLoad, RoutingQuery
-from simulator.acceptance import AcceptanceModel
 from simulator.engine.clock import call_at
 from simulator.engine.closed_loop import ClosedLoopDriver
-from simulator.engine.costs import PhaseCost
+from simulator.engine.costs import DECODE, FUSED, VERIFY
 from simulator.engine.draft_device import DraftDevice
-from simulator.engine.kv import KvPool
+from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
 from simulator.engine.request_state import RequestRecord, RequestState, to_record
-from simulator.engine.target import DECODE, FUSED, VERIFY, ReplicaCosts, TargetReplica
+from simulator.engine.runtime import Runtime
+from simulator.engine.target import TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Tracer
 from simulator.engine.usage import ClassUsage, class_usage
-from simulator.errors import InputError, make_issue
 from simulator.rng import BufferedDraws, RandomStreams
-from simulator.scenario.model import DeviceClass, Link, ModelSpec, PolicyChoice, Scenario
+from simulator.scenario.model import Link, PolicyChoice
 from simulator.workload import RequestTable
 
-MB_PER_GB = 1024.0
 LANE_OF_MODE = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}
 """The decode-lane work of a request by its mode."""
 PROGRESS_EVERY = 500
@@ -121,64 +119,72 @@ def _instantiate(choice: PolicyChoice, *args: Any) -> Any:
 
 
 class Engine:
-    """One simulation run (or what-if window) of a scenario over a request table.
+    """One simulation run (or what-if window) of a resolved scenario over a request table.
 
     Construct, then call :meth:`run`. The constructor does no I/O: everything
-    comes from the loaded :class:`~simulator.scenario.Scenario`.
+    comes from the :class:`~simulator.engine.runtime.Runtime` (a scenario
+    resolved by :func:`~simulator.engine.runtime.build_runtime`, or a
+    candidate configuration built from one). It implements
+    :class:`~simulator.engine.lifecycle.RequestLifecycle` for the servers.
     """
 
     def __init__(
         self,
-        scenario: Scenario,
+        runtime: Runtime,
         requests: RequestTable,
         streams: RandomStreams,
         tracer: Tracer | None = None,
         in_flight: Sequence[InFlight] = (),
         progress: ProgressHook | None = None,
     ) -> None:
-        self.scenario = scenario
+        self.runtime = runtime
         self.progress = progress
         self.requests = requests
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.tracing = tracer is not None
         """Whether events are traced (hot paths skip formatting them otherwise)."""
         self.env = simpy.Environment()
-        spec = scenario.speculation
-        self.mode = spec.mode
-        self.fuse_iterations = scenario.simulation.fuse_iterations
-        self.kv_policy = scenario.scheduler.kv_on_full
-        self.k_reserve = (spec.k_max + 1) if spec.mode != "none" else 0
+        settings = runtime.settings
+        self.mode = settings.mode
         self.acceptance_rng = BufferedDraws(streams.get("acceptance"))
         self.device_rng = streams.get("devices")
-        self.network = Network(scenario.network.jitter, streams.get("jitter"))
-        sched = scenario.scheduler
-        self.lanes = {
-            "prefill": _instantiate(sched.prefill.policy, sched.prefill.limits),
-            "draft": _instantiate(sched.draft.policy, sched.draft.limits),
-            "verify": _instantiate(sched.verify.policy, sched.verify.limits),
-            # Requests ready again at the end of their own iteration never wait for a batch.
-            "continuous": _instantiate(
-                sched.verify.policy, replace(sched.verify.limits, max_wait_ms=0.0)
-            ),
-        }
-        self.max_running = sched.max_running_requests
-        self.prefill_max_batch = sched.prefill.limits.max_batch
-        self.arbiter = _instantiate(sched.arbitration)
-        self.microbatcher = Microbatcher(sched.verify.microbatch)
+        self.network = Network(settings.jitter, streams.get("jitter"))
+        sched = settings.scheduler
+        self.context = ServerContext(
+            env=self.env,
+            lifecycle=self,
+            tracer=self.tracer,
+            tracing=self.tracing,
+            lanes={
+                "prefill": _instantiate(sched.prefill.policy, sched.prefill.limits),
+                "draft": _instantiate(sched.draft.policy, sched.draft.limits),
+                "verify": _instantiate(sched.verify.policy, sched.verify.limits),
+                # Requests ready again at the end of their own iteration never wait for a batch.
+                "continuous": _instantiate(
+                    sched.verify.policy, replace(sched.verify.limits, max_wait_ms=0.0)
+                ),
+            },
+            arbiter=_instantiate(sched.arbitration),
+            microbatcher=Microbatcher(sched.verify.microbatch),
+            kv_policy=sched.kv_on_full,
+            k_reserve=(settings.k_max + 1) if settings.mode != "none" else 0,
+            k_max=settings.k_max,
+            fuse_iterations=settings.fuse_iterations,
+            max_running=sched.max_running_requests,
+            prefill_max_batch=sched.prefill.limits.max_batch,
+        )
         self.router = _instantiate(sched.routing)
         self.admission = _instantiate(sched.admission)
-        self.k_controller = _instantiate(spec.k_control, spec.k)
-        self._k_default = spec.k
-        self._k_min = spec.k_min
-        self._k_max = spec.k_max
-        self._temperature = spec.temperature
-        self._payload = scenario.network.payload
-        self.hybrid = _instantiate(spec.hybrid) if spec.mode == "hybrid" else None
-        self._costs: dict[tuple[str, str, str], PhaseCost] = {}
-        self._links: dict[tuple[str, str], Link | None] = {}
-        self._acceptance_by_owner: dict[tuple[str, str], AcceptanceModel] = {}
-        self.replicas: list[TargetReplica] = []
-        self._build_replicas()
+        self.k_controller = _instantiate(settings.k_control, settings.k)
+        self._k_default = settings.k
+        self._k_min = settings.k_min
+        self._k_max = settings.k_max
+        self._temperature = settings.temperature
+        self._payload = settings.payload
+        self.hybrid = _instantiate(settings.hybrid) if settings.hybrid is not None else None
+        self.replicas = [
+            TargetReplica(self.context, index, plan) for index, plan in enumerate(runtime.replicas)
+        ]
         self._always_available = all(r.always_available for r in self.replicas)
         self._devices: dict[tuple[str, int], DraftDevice] = {}
         self._states: list[RequestState] = []
@@ -190,105 +196,30 @@ class Engine:
         self._tokens_out = 0
         self._k_sum = 0
         self._k_rounds = 0
-        self.sampler = TimeseriesSampler(self, scenario.metrics.timeseries_interval_s)
+        self.sampler = TimeseriesSampler(
+            self.env, self.replicas, self._totals, settings.timeseries_interval_s
+        )
         self._in_flight = tuple(in_flight)
-        loop = scenario.workload.closed_loop
+        loop = settings.closed_loop
         self._closed_loop = (
-            ClosedLoopDriver(self, loop, streams.get("think_time")) if loop is not None else None
+            ClosedLoopDriver(self.env, self._arrive, loop, streams.get("think_time"))
+            if loop is not None
+            else None
         )
         self._on_end = self._closed_loop.on_end if self._closed_loop is not None else None
         """Called with each request that ends (completes or is rejected); closed loop only."""
 
-    # -- construction --------------------------------------------------------
-    def _cost(self, model: ModelSpec, device: DeviceClass, phase: str) -> PhaseCost:
-        key = (model.name, device.id, phase)
-        cost = self._costs.get(key)
-        if cost is None:
-            lut_key = self.scenario.lut_key(model, device, phase)
-            cost = PhaseCost(self.scenario.luts, lut_key, self.scenario.simulation.lut_out_of_range)
-            self._costs[key] = cost
-        return cost
-
-    def _build_replicas(self) -> None:
-        spec = self.scenario.speculation
-        for device in self.scenario.targets():
-            verifier = spec.models[device.model] if device.model else None
-            fused = spec.models[device.fused_model] if device.fused_model else None
-            costs = ReplicaCosts(
-                prefill_verifier=self._cost(verifier, device, "prefill") if verifier else None,
-                prefill_fused=self._cost(fused, device, "prefill") if fused else None,
-                decode=self._cost(verifier, device, "draft_decode")
-                if verifier and self.mode == "none"
-                else None,
-                verify=self._cost(verifier, device, "verify")
-                if verifier and self.mode in ("distributed", "hybrid")
-                else None,
-                fused=self._cost(fused, device, "fused_decode") if fused else None,
-            )
-            per_token: dict[str, float] = {}
-            static_mb = 0.0
-            for kind, prefill in ((VERIFY, costs.prefill[VERIFY]), (FUSED, costs.prefill[FUSED])):
-                if prefill is not None:
-                    per_token[kind] = prefill.kv_mb_per_token()
-                    static_mb = max(static_mb, prefill.static_mem_mb())
-            if VERIFY in per_token:
-                per_token[DECODE] = per_token[VERIFY]
-            capacity = self._kv_capacity_mb(device, static_mb)
-            for _ in range(device.count):
-                index = len(self.replicas)
-                replica = TargetReplica(
-                    self,
-                    index,
-                    device.id,
-                    costs,
-                    KvPool(capacity),
-                    per_token,
-                    device.profile.compute.thermal,
-                    device.profile.availability,
-                )
-                self.replicas.append(replica)
-
-    def _kv_capacity_mb(self, device: DeviceClass, static_mb: float) -> float:
-        memory = device.profile.memory
-        limit = memory.kv_cache_limit_mb
-        if limit is not None:
-            return float(limit)
-        total_mb = (memory.device_memory_gb or 0.0) * MB_PER_GB
-        capacity = total_mb - static_mb
-        if capacity <= 0:
-            raise InputError(
-                [
-                    make_issue(
-                        device.profile_path,
-                        "memory.device_memory_gb",
-                        memory.device_memory_gb,
-                        f"enough memory for the model ({static_mb:.0f} MB of weights and activations per replica)",
-                        f"no room for a KV cache on {device.id}",
-                    )
-                ]
-            )
-        return capacity
+    def _totals(self) -> tuple[int, int, int]:
+        """Output tokens, sum of k and speculation rounds so far (for the time series)."""
+        return self._tokens_out, self._k_sum, self._k_rounds
 
     def _device(self, pool: str, index: int) -> DraftDevice:
         key = (pool, index)
         device = self._devices.get(key)
         if device is None:
-            cls = self.scenario.device(pool)
-            model = self.scenario.speculation.models[cls.model or ""]
-            compute = cls.profile.compute
-            device = DraftDevice(
-                self,
-                pool,
-                index,
-                self._cost(model, cls, "prefill"),
-                self._cost(model, cls, "draft_decode"),
-                max_concurrent=compute.max_concurrent_requests or 1,
-                thermal=compute.thermal,
-                availability=cls.profile.availability,
-                kv_limit_mb=cls.profile.memory.kv_cache_limit_mb,
-                k_reserve=self._k_max,
+            device = self._devices[key] = DraftDevice(
+                self.context, self.runtime.clients[pool], index
             )
-            self._devices[key] = device
         return device
 
     # -- helpers -------------------------------------------------------------
@@ -302,12 +233,7 @@ class Engine:
     def _link(self, req: RequestState, replica: TargetReplica) -> Link | None:
         if not req.origin:
             return None
-        key = (req.origin, replica.pool)
-        try:
-            return self._links[key]
-        except KeyError:
-            link = self._links[key] = self.scenario.network.link_between(*key)
-            return link
+        return self.runtime.clients[req.origin].links.get(replica.pool)
 
     def _resolve(self, req: RequestState, replica: TargetReplica) -> None:
         """Fix what the admitted request uses on every round: channels, drafter, curve."""
@@ -316,9 +242,10 @@ class Engine:
             req.uplink, req.downlink = self.network.channels(link, req.device)
         if req.mode == "distributed":
             req.drafter = self._device(req.origin, req.device)
-        if req.mode != "none":
-            kind = VERIFY if req.mode == "distributed" else FUSED
-            req.acceptance = self._acceptance(req.origin if kind == VERIFY else replica.pool, kind)
+        if req.mode == "distributed":
+            req.acceptance = self.runtime.clients[req.origin].acceptance
+        elif req.mode == "fused":
+            req.acceptance = replica.fused_acceptance
 
     @staticmethod
     def _upload(req: RequestState, nbytes: float, sent_s: float) -> float:
@@ -332,9 +259,9 @@ class Engine:
         channel = req.downlink
         return sent_s if channel is None else channel.send(nbytes, sent_s)
 
-    def choose_k(self, req: RequestState, replica: TargetReplica | None) -> None:
+    def choose_k(self, req: RequestState) -> None:
         """Ask the k controller for the request's next draft length."""
-        target = replica if replica is not None else self.replicas[req.replica]
+        target = self.replicas[req.replica]
         generated = req.generated
         signals = KSignals(
             self.env.now,
@@ -355,18 +282,6 @@ class Engine:
         req.k = k
         self._k_sum += k
         self._k_rounds += 1
-
-    def _acceptance(self, owner: str, kind: str) -> AcceptanceModel:
-        """The acceptance curve of the model that drafts: ``owner``'s draft or fused model."""
-        key = (kind, owner)
-        found = self._acceptance_by_owner.get(key)
-        if found is None:
-            spec = self.scenario.speculation
-            cls = self.scenario.device(owner)
-            name = cls.model if kind == VERIFY else cls.fused_model
-            model = spec.models[name or ""]
-            found = self._acceptance_by_owner[key] = spec.acceptance[model.acceptance or ""].model
-        return found
 
     def verify_round(self, req: RequestState) -> int:
         """Sample the accepted prefix of a round; commit the tokens; return how many."""
@@ -426,8 +341,7 @@ class Engine:
             return
         self._outstanding += 1
         if req.origin:
-            cls = self.scenario.device(req.origin)
-            req.device = int(self.device_rng.integers(cls.count))
+            req.device = int(self.device_rng.integers(self.runtime.clients[req.origin].count))
         candidates = self._candidate_replicas(req)
         loads = [ReplicaLoad(r.index, r.outstanding, r.kv.free_mb) for r in candidates]
         replica = self.replicas[
@@ -470,9 +384,8 @@ class Engine:
         """Replicas linked to the request's origin, those available now when any are."""
         candidates = self.replicas
         if req.origin:
-            linked = [
-                r for r in self.replicas if self.scenario.network.link_between(req.origin, r.pool)
-            ]
+            links = self.runtime.clients[req.origin].links
+            linked = [r for r in self.replicas if r.pool in links]
             candidates = linked or self.replicas
         if not self._always_available:
             now = self.env.now
@@ -493,9 +406,10 @@ class Engine:
         )
         return str(self.hybrid.choose(query))
 
-    def on_prefilled(self, replica: TargetReplica, req: RequestState, kind: str) -> None:
+    def on_prefilled(self, req: RequestState, kind: str) -> None:
         """Prefill done (first token committed, or a preempted context recomputed)."""
         now = self.env.now
+        replica = self.replicas[req.replica]
         if req.generated > 0:
             replica.enqueue_step(req, kind)
             return
@@ -530,8 +444,9 @@ class Engine:
 
         self._at(arrive_s, only_token_arrives)
 
-    def on_finished_server(self, replica: TargetReplica, req: RequestState, now_s: float) -> None:
+    def on_finished_server(self, req: RequestState, now_s: float) -> None:
         """The target committed the last token of a none/fused request."""
+        replica = self.replicas[req.replica]
         req.finish_server_s = now_s
         payload = self._payload.bytes_per_result_token
         if req.downlink is not None and req.output_tokens > 2:
@@ -684,11 +599,11 @@ class Engine:
         self._in_flight_states: list[RequestState] = []
         self._place_in_flight()
         if self._closed_loop is not None:
-            self._closed_loop.start()
+            self._closed_loop.start(self._states)
         else:
             self.env.process(self._arrivals())
         self.sampler.start()
-        stop = until_s if until_s is not None else self.scenario.simulation.until_s
+        stop = until_s if until_s is not None else self.runtime.settings.until_s
         if stop is not None:
             self.env.run(until=stop)
         else:
@@ -703,16 +618,16 @@ class Engine:
         arrived = self._states[: self._arrived]
         records = tuple(to_record(s) for s in arrived + self._in_flight_states)
         pools = tuple(r.pool for r in self.replicas)
-        classes = {d.id: d for d in self.scenario.targets()}
+        classes = {c.id: c for c in self.runtime.classes}
         return EngineOutput(
             records=records,
             timeseries=tuple(self.sampler.rows),
             simulated_s=now,
             replica_busy_s=tuple(r.busy_s for r in self.replicas),
             replica_pools=pools,
-            replica_gpus=tuple(classes[p].profile.compute.gpus_per_replica for p in pools),
+            replica_gpus=tuple(plan.gpus for plan in self.runtime.replicas),
             replica_energy_j=tuple(r.energy_j for r in self.replicas),
-            replica_idle_power_w=tuple(classes[p].profile.energy.idle_power_w for p in pools),
+            replica_idle_power_w=tuple(classes[p].idle_power_w for p in pools),
             replica_usd_per_hour=tuple(classes[p].usd_per_hour for p in pools),
             kv_occupancy_mean=tuple(r.kv.mean_occupancy(now) for r in self.replicas),
             device_energy_j=sum(d.energy_j for d in self._devices.values()),
@@ -723,12 +638,9 @@ class Engine:
             },
             in_flight=self.snapshot(),
             device_classes=class_usage(
-                self.scenario,
+                self.runtime.classes,
+                self.runtime.luts,
                 [*self.replicas, *self._devices.values()],
-                {
-                    d.id: [c.key for (_, dev, _), c in self._costs.items() if dev == d.id]
-                    for d in self.scenario.targets()
-                },
             ),
             not_arrived=len(self._states) - self._arrived,
         )

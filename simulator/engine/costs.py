@@ -22,6 +22,13 @@ from simulator.lut import LutKey, LutManager, OutOfRange
 VECTOR_MIN_STEPS = 16
 """Runs of at least this many iterations are priced with numpy."""
 
+DECODE = "decode"
+"""Decode-lane work of a request served without speculation: plain decode iterations."""
+VERIFY = "verify"
+"""Decode-lane work of a distributed request: verify its client's draft bundles."""
+FUSED = "fused"
+"""Decode-lane work of a fused request: the target drafts and verifies itself."""
+
 
 @dataclass(frozen=True)
 class IterationCost:
@@ -165,3 +172,23 @@ class PhaseCost:
         context = self.context_axis[0]
         result = self.manager.lookup(self.key, context, 1, 1, out_of_range="clamp")
         return max(0.0, result.peak_mem_mb - result.kv_delta_mb)
+
+
+class ReplicaCosts:
+    """The phase costs a replica needs, by work kind (absent kinds are ``None``)."""
+
+    def __init__(
+        self,
+        prefill_verifier: PhaseCost | None,
+        prefill_fused: PhaseCost | None,
+        decode: PhaseCost | None,
+        verify: PhaseCost | None,
+        fused: PhaseCost | None,
+    ) -> None:
+        self.prefill = {VERIFY: prefill_verifier, DECODE: prefill_verifier, FUSED: prefill_fused}
+        self.step = {DECODE: decode, VERIFY: verify, FUSED: fused}
+
+    def context_window(self, kind: str) -> float:
+        """Longest context the LUTs of work ``kind`` cover (prefill and step)."""
+        costs = (self.prefill[kind], self.step[kind])
+        return min(cost.context_window for cost in costs if cost is not None)

@@ -33,19 +33,14 @@ windows delay work until the device is available.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import simpy
 
 from policies.views import QueuedItem
-from simulator.devices.model import Availability, ThermalSpec
 from simulator.engine.clock import DECISION, call_at
-from simulator.engine.costs import PhaseCost
 from simulator.engine.heat import Heat
+from simulator.engine.lifecycle import ServerContext
 from simulator.engine.request_state import RequestState
-
-if TYPE_CHECKING:
-    from simulator.engine.core import Engine
+from simulator.engine.runtime import ClientPool
 
 INF = float("inf")
 
@@ -53,36 +48,26 @@ INF = float("inf")
 class DraftDevice:
     """One client device (see the module docstring)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        pool: str,
-        index: int,
-        prefill: PhaseCost,
-        draft: PhaseCost,
-        max_concurrent: int,
-        thermal: ThermalSpec | None,
-        availability: Availability,
-        kv_limit_mb: float | None = None,
-        k_reserve: int = 0,
-    ) -> None:
-        self.engine = engine
-        self.env: simpy.Environment = engine.env
-        self.pool = pool
+    def __init__(self, context: ServerContext, pool: ClientPool, index: int) -> None:
+        assert pool.prefill is not None and pool.draft is not None
+        self.context = context
+        self.lifecycle = context.lifecycle
+        self.env: simpy.Environment = context.env
+        self.pool = pool.id
         self.index = index
-        self.prefill_cost = prefill
-        self.draft_cost = draft
-        self.max_concurrent = max_concurrent
-        self.heat = Heat(thermal)
-        self.kv_limit_mb = kv_limit_mb
+        self.prefill_cost = prefill = pool.prefill
+        self.draft_cost = draft = pool.draft
+        self.max_concurrent = pool.max_concurrent
+        self.heat = Heat(pool.thermal)
+        self.kv_limit_mb = pool.kv_limit_mb
         self.kv_used_mb = 0.0
-        self._kv_per_token_mb = prefill.kv_mb_per_token() if kv_limit_mb is not None else 0.0
-        self._k_reserve = k_reserve
-        self.availability = availability
+        self._kv_per_token_mb = prefill.kv_mb_per_token() if pool.kv_limit_mb is not None else 0.0
+        self._k_reserve = context.k_max
+        self.availability = availability = pool.availability
         self.context_window = min(prefill.context_window, draft.context_window)
         self._always_available = availability.kind == "always" or not availability.windows
         self._alone = draft.curve(1)
-        self._lane = engine.lanes["draft"]
+        self._lane = context.lanes["draft"]
         self.active: list[RequestState] = []
         self.waiting: list[RequestState] = []
         self.prefill_jobs: list[RequestState] = []
@@ -138,7 +123,7 @@ class DraftDevice:
     def next_round(self, req: RequestState) -> None:
         """Draft the request's next round (its verified result, or first token, is here)."""
         req.ready_s = self.env.now
-        self.engine.choose_k(req, None)
+        self.lifecycle.choose_k(req)
         self.draft_jobs.append(req)
         self._work_arrived()
 
@@ -157,7 +142,7 @@ class DraftDevice:
         rid = req.request_id
         if rid in self.ready_prefilled and rid in self.ready_first_token:
             if req.remaining <= 0:
-                self.engine.finish_distributed(req)
+                self.lifecycle.finish_distributed(req)
             else:
                 self.next_round(req)
 
@@ -261,15 +246,15 @@ class DraftDevice:
                     if req.k == step:
                         done.append((offset, req))
         self._book(start, offset, total_energy)
-        if self.engine.tracing:
-            self.engine.tracer.event(
+        if self.context.tracing:
+            self.context.tracer.event(
                 start,
                 "draft_burst",
                 f"device {self.pool}/{self.index}",
                 f"n={len(batch)} k={steps}",
             )
         for done_after_s, req in done:
-            self.engine.send_bundle(req, start + done_after_s)
+            self.lifecycle.send_bundle(req, start + done_after_s)
         if self.prefill_jobs or self.draft_jobs:
             self._wake_at(self._busy_until)
 

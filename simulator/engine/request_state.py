@@ -4,16 +4,45 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from simulator.acceptance import AcceptanceModel
-    from simulator.engine.draft_device import DraftDevice
-    from simulator.engine.network import Channel
+from simulator.acceptance import AcceptanceModel
+from simulator.engine.network import Channel
 
 NAN = math.nan
 
 OUTCOMES = ("completed", "rejected", "unfinished")
+
+
+class Drafter(Protocol):
+    """The client device drafting for a distributed request, as the lifecycle drives it."""
+
+    context_window: float
+    """Longest context its draft model's LUTs cover."""
+
+    def can_ever_fit(self, req: RequestState) -> bool:
+        """Whether the request's KV fits the device's budget at all."""
+        ...
+
+    def admit(self, req: RequestState) -> None:
+        """Take a request from the device's user (it may wait for a slot)."""
+        ...
+
+    def on_first_token(self, req: RequestState) -> None:
+        """The target's first token reached the device."""
+        ...
+
+    def next_round(self, req: RequestState) -> None:
+        """Draft the request's next round."""
+        ...
+
+    def resume(self, req: RequestState) -> None:
+        """Take a request already past both prefills (a what-if window's start)."""
+        ...
+
+    def finish(self, req: RequestState) -> None:
+        """The request ended: free its slot."""
+        ...
 
 
 class RequestState:
@@ -102,7 +131,7 @@ class RequestState:
         self.outcome = "unfinished"
         self.reason = ""
         self.acceptance: AcceptanceModel | None = None
-        self.drafter: DraftDevice | None = None
+        self.drafter: Drafter | None = None
         self.uplink: Channel | None = None
         self.downlink: Channel | None = None
 

@@ -57,25 +57,21 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import simpy
 
 from policies.arbitration import Work
 from policies.views import QueuedItem
-from simulator.devices.model import Availability, ThermalSpec
+from simulator.devices.model import Availability
 from simulator.engine.clock import DECISION, call_at
-from simulator.engine.costs import PhaseCost
+from simulator.engine.costs import DECODE, FUSED, VERIFY, PhaseCost
 from simulator.engine.heat import Heat
 from simulator.engine.kv import KvPool
+from simulator.engine.lifecycle import ServerContext
 from simulator.engine.request_state import RequestState
+from simulator.engine.runtime import ReplicaPlan
 
-if TYPE_CHECKING:
-    from simulator.engine.core import Engine
-
-DECODE = "decode"
-VERIFY = "verify"
-FUSED = "fused"
 INF = float("inf")
 
 Start = Callable[[], None]
@@ -87,26 +83,6 @@ _Chunk = tuple[RequestState, str, int]
 """A prefill chunk: the request, its decode-lane kind and the chunk's tokens."""
 _MODEL_OF = {DECODE: VERIFY, VERIFY: VERIFY, FUSED: FUSED}
 """The model a kind of work runs: the verifier (plain decode, verify) or the fused model."""
-
-
-class ReplicaCosts:
-    """The phase costs a replica needs, by work kind (absent kinds are ``None``)."""
-
-    def __init__(
-        self,
-        prefill_verifier: PhaseCost | None,
-        prefill_fused: PhaseCost | None,
-        decode: PhaseCost | None,
-        verify: PhaseCost | None,
-        fused: PhaseCost | None,
-    ) -> None:
-        self.prefill = {VERIFY: prefill_verifier, DECODE: prefill_verifier, FUSED: prefill_fused}
-        self.step = {DECODE: decode, VERIFY: verify, FUSED: fused}
-
-    def context_window(self, kind: str) -> float:
-        """Longest context the LUTs of work ``kind`` cover (prefill and step)."""
-        costs = (self.prefill[kind], self.step[kind])
-        return min(cost.context_window for cost in costs if cost is not None)
 
 
 class _DecodeRun:
@@ -139,24 +115,19 @@ class _DecodeRun:
 class TargetReplica:
     """One replica of a target pool (see the module docstring)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        index: int,
-        pool: str,
-        costs: ReplicaCosts,
-        kv: KvPool,
-        kv_mb_per_token: dict[str, float],
-        thermal: ThermalSpec | None = None,
-        availability: Availability | None = None,
-    ) -> None:
-        self.engine = engine
-        self.env: simpy.Environment = engine.env
+    def __init__(self, context: ServerContext, index: int, plan: ReplicaPlan) -> None:
+        self.context = context
+        self.lifecycle = context.lifecycle
+        self.env: simpy.Environment = context.env
+        self.kv_policy = context.kv_policy
         self.index = index
-        self.pool = pool
-        self.costs = costs
-        self.kv = kv
-        self.kv_mb_per_token = kv_mb_per_token
+        self.pool = plan.pool
+        self.costs = plan.costs
+        self.kv = KvPool(plan.kv_capacity_mb)
+        self.kv_mb_per_token = plan.kv_mb_per_token
+        self.fused_acceptance = plan.fused_acceptance
+        thermal = plan.thermal
+        availability: Availability | None = plan.availability
         self.prefill_q: list[tuple[RequestState, str, float]] = []
         self.decode_q: dict[str, list[RequestState]] = {DECODE: [], VERIFY: [], FUSED: []}
         self.holders: list[RequestState] = []
@@ -169,14 +140,14 @@ class TargetReplica:
         self._busy = False
         self._decision_at = INF
         self._run: _DecodeRun | None = None
-        self._prefill_lane = engine.lanes["prefill"]
-        self._step_lane = engine.lanes["verify"]
-        self._continuous_lane = engine.lanes["continuous"]
-        self.max_running = engine.max_running
-        self.arbiter = engine.arbiter
-        self._chunk_starts = engine.prefill_max_batch
+        self._prefill_lane = context.lanes["prefill"]
+        self._step_lane = context.lanes["verify"]
+        self._continuous_lane = context.lanes["continuous"]
+        self.max_running = context.max_running
+        self.arbiter = context.arbiter
+        self._chunk_starts = context.prefill_max_batch
         self._chunking: list[tuple[RequestState, str]] = []
-        self.microbatcher = engine.microbatcher
+        self.microbatcher = context.microbatcher
         self.heat = Heat(thermal)
         self.availability = availability
         self.always_available = (
@@ -188,7 +159,7 @@ class TargetReplica:
         """A prompt has arrived: queue it for prefill (``kind``: its decode-lane work)."""
         now = self.env.now
         self.prefill_q.append((req, kind, now))
-        self.engine.tracer.event(
+        self.context.tracer.event(
             now, "prefill_queued", f"request {req.request_id}", f"replica {self.index}"
         )
         if not self._busy:
@@ -226,7 +197,7 @@ class TargetReplica:
         if self._incoming:
             self._take_arrived(now)
         if kind == FUSED:
-            self.engine.choose_k(req, self)
+            self.lifecycle.choose_k(req)
         req.ready_s = now
         self.decode_q[kind].append(req)
         if not self._busy:
@@ -406,7 +377,7 @@ class TargetReplica:
             left -= tokens
         slots = self.max_running - len(self.holders)
         free_mb = self.kv.free_mb
-        if step is not None and self.engine.kv_policy == "preempt_recompute":
+        if step is not None and self.kv_policy == "preempt_recompute":
             # Running requests grow first; new prompts take only what is left.
             kind, batch = cast("_Step", step)
             tokens = self.step_tokens(step) if kind != DECODE else len(batch)
@@ -436,8 +407,8 @@ class TargetReplica:
     def kv_need_mb(self, req: RequestState, kind: str) -> float:
         """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
         per_token = self.kv_mb_per_token[kind]
-        if self.engine.kv_policy == "queue":
-            return (req.prompt_tokens + req.output_tokens + self.engine.k_reserve) * per_token
+        if self.kv_policy == "queue":
+            return (req.prompt_tokens + req.output_tokens + self.context.k_reserve) * per_token
         return (req.context + 1) * per_token
 
     def _select_prefill(self) -> tuple[list[tuple[RequestState, str]], float]:
@@ -489,7 +460,7 @@ class TargetReplica:
 
     def _reject_too_large(self, position: int) -> None:
         req, _kind, _ = self.prefill_q.pop(position)
-        self.engine.reject_on_replica(req, "kv_capacity")
+        self.lifecycle.reject_on_replica(req, "kv_capacity")
 
     def _start_prefill(self, batch: list[tuple[RequestState, str]]) -> None:
         now = self.env.now
@@ -506,8 +477,8 @@ class TargetReplica:
             if req not in self.holders:
                 self.holders.append(req)
         latency_s, energy_j = self._throttled(now, *cost.at(mean_context, n, 1))
-        if self.engine.tracing:
-            self.engine.tracer.event(
+        if self.context.tracing:
+            self.context.tracer.event(
                 now, "prefill_start", f"replica {self.index}", f"n={n} context={mean_context:.1f}"
             )
         self._busy = True
@@ -523,7 +494,7 @@ class TargetReplica:
     ) -> None:
         self._account(latency_s, energy_j, [req for req, _ in batch])
         for req, kind in batch:
-            self.engine.on_prefilled(self, req, kind)
+            self.lifecycle.on_prefilled(req, kind)
         self._end_iteration()
 
     # -- decode lane ---------------------------------------------------------
@@ -541,13 +512,13 @@ class TargetReplica:
         cost = self.costs.step[DECODE]
         assert cost is not None
         per_token = self.kv_mb_per_token[DECODE]
-        if self.engine.kv_policy == "preempt_recompute":
+        if self.kv_policy == "preempt_recompute":
             batch = self._make_room(batch, DECODE, lambda members: len(members) * per_token)
             if not batch:
                 return
         n = len(batch)
         run = self._plan_decode(batch, start, cost)
-        if self.engine.kv_policy == "preempt_recompute" and per_token > 0:
+        if self.kv_policy == "preempt_recompute" and per_token > 0:
             fits = int(self.kv.free_mb // (n * per_token))
             if fits < run.planned:
                 run.planned = fits
@@ -565,7 +536,7 @@ class TargetReplica:
         """
         n = len(batch)
         fuse = (
-            self.engine.fuse_iterations
+            self.context.fuse_iterations
             and not self._chunking
             and n == len(self.decode_q[DECODE])
             and self.microbatcher.groups_once(batch)
@@ -624,8 +595,8 @@ class TargetReplica:
         share = energy_j / n
         for req in batch:
             req.target_energy_j += share
-        if self.engine.tracing:
-            self.engine.tracer.event(
+        if self.context.tracing:
+            self.context.tracer.event(
                 self.env.now, "decode", f"replica {self.index}", f"n={n} iterations={done}"
             )
         self._apply_decode(batch, done)
@@ -634,7 +605,7 @@ class TargetReplica:
     def _apply_decode(self, batch: list[RequestState], done: int) -> None:
         """Commit ``done`` plain decode tokens to each request; finish the ones that are done."""
         per_token = self.kv_mb_per_token[DECODE]
-        grow = self.engine.kv_policy == "preempt_recompute"
+        grow = self.kv_policy == "preempt_recompute"
         now = self.env.now
         for req in batch:
             req.generated += done
@@ -650,7 +621,7 @@ class TargetReplica:
             self.decode_q[DECODE] = [req for req in queue if id(req) not in gone]
             for req in finished:
                 self.release(req)
-                self.engine.on_finished_server(self, req, now)
+                self.lifecycle.on_finished_server(req, now)
 
     def _take_speculative(self, batch: list[RequestState], kind: str) -> list[RequestState]:
         """Take a verify or fused batch out of its queue, making KV room for it if needed."""
@@ -660,7 +631,7 @@ class TargetReplica:
         else:
             gone = {id(req) for req in batch}
             self.decode_q[kind] = [req for req in queue if id(req) not in gone]
-        if self.engine.kv_policy == "preempt_recompute":
+        if self.kv_policy == "preempt_recompute":
             per_token = self.kv_mb_per_token[kind]
             batch = self._make_room(
                 batch,
@@ -680,9 +651,9 @@ class TargetReplica:
         n = len(batch)
         latency_s, energy_j, groups = self.microbatcher.price(cost, batch, True)
         latency_s, energy_j = self._throttled(now, latency_s, energy_j)
-        if self.engine.tracing:
+        if self.context.tracing:
             fanout = max(req.k for req in batch)
-            self.engine.tracer.event(
+            self.context.tracer.event(
                 now,
                 f"{kind}_start",
                 f"replica {self.index}",
@@ -705,12 +676,12 @@ class TargetReplica:
 
     def _apply_speculative(self, batch: list[RequestState], kind: str) -> None:
         """Commit each request's verified round; send, finish or requeue it."""
-        engine = self.engine
+        lifecycle = self.lifecycle
         now = self.env.now
         per_token = self.kv_mb_per_token[kind]
-        grow = engine.kv_policy == "preempt_recompute"
+        grow = self.kv_policy == "preempt_recompute"
         for req in batch:
-            gained = engine.verify_round(req)
+            gained = lifecycle.verify_round(req)
             if grow:
                 self.kv.allocate(gained * per_token, now)
                 req.kv_mb += gained * per_token
@@ -718,10 +689,10 @@ class TargetReplica:
             if kind == VERIFY:
                 if req.remaining <= 0:
                     self.release(req)
-                engine.on_verified(req, gained, now)
+                lifecycle.on_verified(req, gained, now)
             elif req.remaining <= 0:
                 self.release(req)
-                engine.on_finished_server(self, req, now)
+                lifecycle.on_finished_server(req, now)
             else:
                 self.enqueue_step(req, FUSED)
 
@@ -747,7 +718,7 @@ class TargetReplica:
             kind, batch = step
             if kind != DECODE:
                 batch = self._take_speculative(batch, kind)
-            elif self.engine.kv_policy == "preempt_recompute":
+            elif self.kv_policy == "preempt_recompute":
                 per_token = self.kv_mb_per_token[DECODE]
                 batch = self._make_room(batch, DECODE, lambda members: len(members) * per_token)
         if batch:
@@ -760,9 +731,9 @@ class TargetReplica:
             latency_s = max(latency_s + step_s - base_s, latency_s, step_s)
             energy_j = max(energy_j + step_j - base_j, energy_j, step_j)
         latency_s, energy_j = self._throttled(now, latency_s, energy_j)
-        if self.engine.tracing:
+        if self.context.tracing:
             tokens = sum(c for _r, _k, c in chunks)
-            self.engine.tracer.event(
+            self.context.tracer.event(
                 now,
                 "mixed_start",
                 f"replica {self.index}",
@@ -831,7 +802,7 @@ class TargetReplica:
             if req.prefilled >= req.context:
                 req.prefilled = 0
                 self._chunking.remove((req, chunk_kind))
-                self.engine.on_prefilled(self, req, chunk_kind)
+                self.lifecycle.on_prefilled(req, chunk_kind)
         self._end_iteration()
 
     def _throttled(self, start_s: float, latency_s: float, energy_j: float) -> tuple[float, float]:
@@ -900,6 +871,6 @@ class TargetReplica:
         self.release(victim)
         victim.preemptions += 1
         self.prefill_q.insert(0, (victim, kind, victim.arrival_s))
-        self.engine.tracer.event(
+        self.context.tracer.event(
             self.env.now, "preempt", f"request {victim.request_id}", f"replica {self.index}"
         )

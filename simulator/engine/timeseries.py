@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
 
 import simpy
 
-if TYPE_CHECKING:
-    from simulator.engine.core import Engine
+from simulator.engine.target import TargetReplica
+
+Totals = Callable[[], tuple[int, int, int]]
+"""Returns the run's totals so far: (output tokens, sum of k, speculation rounds)."""
 
 
 class TimeseriesSampler:
@@ -22,8 +24,16 @@ class TimeseriesSampler:
     Values inside a run of fused decode iterations are those at its start.
     """
 
-    def __init__(self, engine: Engine, interval_s: float) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        env: simpy.Environment,
+        replicas: Sequence[TargetReplica],
+        totals: Totals,
+        interval_s: float,
+    ) -> None:
+        self.env = env
+        self.replicas = replicas
+        self.totals = totals
         self.interval_s = interval_s
         self.rows: list[dict[str, float | int | str]] = []
         self._last_busy: list[float] = []
@@ -33,11 +43,11 @@ class TimeseriesSampler:
 
     def start(self) -> None:
         """Start sampling (called once, at time 0)."""
-        self._last_busy = [0.0] * len(self.engine.replicas)
-        self.engine.env.process(self._loop())
+        self._last_busy = [0.0] * len(self.replicas)
+        self.env.process(self._loop())
 
     def _loop(self) -> Generator[simpy.Event, Any, None]:
-        env = self.engine.env
+        env = self.env
         while True:
             yield env.timeout(self.interval_s)
             self._sample(env.now)
@@ -45,14 +55,14 @@ class TimeseriesSampler:
                 return
 
     def _sample(self, now_s: float) -> None:
-        engine = self.engine
-        tokens = engine._tokens_out - self._last_tokens
-        rounds = engine._k_rounds - self._last_k_rounds
-        mean_k = (engine._k_sum - self._last_k_sum) / rounds if rounds else math.nan
-        self._last_tokens = engine._tokens_out
-        self._last_k_rounds = engine._k_rounds
-        self._last_k_sum = engine._k_sum
-        for i, replica in enumerate(engine.replicas):
+        tokens_out, k_sum, k_rounds = self.totals()
+        tokens = tokens_out - self._last_tokens
+        rounds = k_rounds - self._last_k_rounds
+        mean_k = (k_sum - self._last_k_sum) / rounds if rounds else math.nan
+        self._last_tokens = tokens_out
+        self._last_k_rounds = k_rounds
+        self._last_k_sum = k_sum
+        for i, replica in enumerate(self.replicas):
             prefill, decode, verify, fused = replica.queue_lengths()
             busy = replica.busy_s - self._last_busy[i]
             self._last_busy[i] = replica.busy_s

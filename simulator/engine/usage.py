@@ -10,12 +10,12 @@ without an energy model writes 0 in every row and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from simulator.lut import LutKey
-from simulator.scenario.model import Scenario
+from simulator.engine.runtime import ClassInfo
+from simulator.lut import LutManager
 
 
 class _Unit(Protocol):
@@ -56,46 +56,34 @@ class ClassUsage:
 
 
 def class_usage(
-    scenario: Scenario,
+    classes: Iterable[ClassInfo],
+    luts: LutManager,
     units: Iterable[_Unit],
-    target_keys: Mapping[str, Iterable[LutKey]],
 ) -> tuple[ClassUsage, ...]:
-    """Return the usage of every device class of ``scenario``, in scenario order.
+    """Return the usage of every device class, in scenario order.
 
     Args:
-        scenario: The scenario run.
+        classes: The run's device classes (see :func:`~simulator.engine.runtime.build_runtime`).
+        luts: The LUT manager (which keys carry energy data).
         units: Every replica and every draft device the run created (a draft
             device is created when its first request arrives).
-        target_keys: Per target class id, the LUT keys its replicas price
-            their iterations with.
     """
     by_class: dict[str, list[_Unit]] = {}
     for unit in units:
         by_class.setdefault(unit.pool, []).append(unit)
     out: list[ClassUsage] = []
-    for cls in scenario.devices:
-        if cls.type == "target":
-            keys = list(target_keys.get(cls.id, ()))
-            gpus = cls.profile.compute.gpus_per_replica * cls.count
-        else:
-            model = scenario.speculation.models.get(cls.model or "")
-            keys = (
-                [scenario.lut_key(model, cls, phase) for phase in ("prefill", "draft_decode")]
-                if model is not None
-                else []
-            )
-            gpus = 0
+    for cls in classes:
         done = by_class.get(cls.id, [])
         out.append(
             ClassUsage(
                 id=cls.id,
                 type=cls.type,
-                units=cls.count,
-                gpus=gpus,
+                units=cls.units,
+                gpus=cls.gpus,
                 busy_s=sum(u.busy_s for u in done),
                 busy_energy_j=sum(u.energy_j for u in done),
-                lut_energy=all(scenario.luts.has_energy(key) for key in keys),
-                idle_power_w=cls.profile.energy.idle_power_w,
+                lut_energy=all(luts.has_energy(key) for key in cls.lut_keys),
+                idle_power_w=cls.idle_power_w,
                 usd_per_hour=cls.usd_per_hour,
             )
         )

@@ -1,0 +1,96 @@
+"""The narrow interface between servers (replicas, draft devices) and the request lifecycle.
+
+Target replicas and draft devices do not know the engine. They report what
+happened to a request through :class:`RequestLifecycle` (implemented by
+:class:`~simulator.engine.core.Engine`) and read the run's shared services
+(clock, tracer, batching policies, arbitration rule, KV rule) from one
+:class:`ServerContext`. Data flows one way: the engine builds servers from
+the runtime objects and hands them this context; servers call back through
+the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import simpy
+
+from policies.arbitration import ArbitrationRule
+from simulator.engine.microbatch import Microbatcher
+from simulator.engine.request_state import RequestState
+from simulator.engine.tracing import Tracer
+
+
+class RequestLifecycle(Protocol):
+    """What servers tell the request lifecycle, and the per-round decisions they ask of it."""
+
+    def on_prefilled(self, req: RequestState, kind: str) -> None:
+        """The request's target prefill is done (first token, or a recomputed context)."""
+        ...
+
+    def on_finished_server(self, req: RequestState, now_s: float) -> None:
+        """The target committed the last token of a plain or fused request."""
+        ...
+
+    def on_verified(self, req: RequestState, gained: int, now_s: float) -> None:
+        """A verify iteration committed ``gained`` tokens of a distributed request."""
+        ...
+
+    def reject_on_replica(self, req: RequestState, reason: str) -> None:
+        """The request's replica can never serve it."""
+        ...
+
+    def choose_k(self, req: RequestState) -> None:
+        """Set the draft length of the request's next round."""
+        ...
+
+    def verify_round(self, req: RequestState) -> int:
+        """Sample and commit a round's accepted tokens; return the tokens gained."""
+        ...
+
+    def send_bundle(self, req: RequestState, sent_s: float) -> None:
+        """The request's device finished drafting at ``sent_s``: upload the bundle."""
+        ...
+
+    def finish_distributed(self, req: RequestState) -> None:
+        """A distributed request's last verified tokens reached its device."""
+        ...
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    """What every server of one run shares.
+
+    Attributes:
+        env: The simulation's clock.
+        lifecycle: Where servers report requests' progress.
+        tracer: Receives engine events.
+        tracing: Whether events are traced (hot paths skip formatting otherwise).
+        lanes: The batching policies by lane: ``prefill``, ``draft``,
+            ``verify`` and ``continuous`` (the decode lane's policy for work
+            that never waits for a batch).
+        arbiter: The replicas' lane arbitration rule.
+        microbatcher: Splits and prices decode-lane batches.
+        kv_policy: ``scheduler.kv.on_full``.
+        k_reserve: Draft tokens a request's KV reserves beyond its output.
+        k_max: Largest draft length.
+        fuse_iterations: Advance unchanged decode runs in one event.
+        max_running: Most requests a replica runs at once.
+        prefill_max_batch: Most prompts one prefill iteration starts.
+    """
+
+    env: simpy.Environment
+    lifecycle: RequestLifecycle
+    tracer: Tracer
+    tracing: bool
+    lanes: Mapping[str, Any]
+    arbiter: ArbitrationRule
+    microbatcher: Microbatcher
+    kv_policy: str
+    k_reserve: int
+    k_max: int
+    fuse_iterations: bool
+    max_running: int
+    prefill_max_batch: int

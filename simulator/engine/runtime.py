@@ -1,0 +1,334 @@
+"""A scenario resolved once into what a run needs: replicas, client pools, links, settings.
+
+:func:`build_runtime` turns a loaded :class:`~simulator.scenario.Scenario`
+into frozen runtime objects: each target replica with its phase costs, KV
+capacity, thermal and availability behaviour, price and acceptance curve;
+each client device class with its draft-model costs, limits, acceptance
+curve and links to target pools; and the settings of the run. The engine
+works only from these, never from the scenario, so a what-if window can run
+a candidate configuration by building (or editing) a :class:`Runtime`
+without a scenario file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from simulator.acceptance import AcceptanceModel
+from simulator.devices.model import Availability, ThermalSpec
+from simulator.engine.costs import DECODE, FUSED, VERIFY, PhaseCost, ReplicaCosts
+from simulator.errors import InputError, make_issue
+from simulator.lut import LutKey, LutManager
+from simulator.scenario.model import (
+    DeviceClass,
+    JitterSpec,
+    Link,
+    ModelSpec,
+    PayloadSpec,
+    PolicyChoice,
+    Scenario,
+    SchedulerSpec,
+)
+from simulator.workload.closed_loop import ClosedLoop
+
+MB_PER_GB = 1024.0
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """One target replica, resolved.
+
+    Attributes:
+        pool: The target class (pool) it belongs to.
+        costs: Its phase costs by kind of work.
+        kv_capacity_mb: Its KV-cache budget.
+        kv_mb_per_token: KV per token of context, by kind of work.
+        thermal: Its sustained-load slowdown (``None``: none).
+        availability: When it can work.
+        gpus: GPUs in the replica.
+        fused_acceptance: Acceptance curve of its fused model (fused and hybrid modes).
+    """
+
+    pool: str
+    costs: ReplicaCosts
+    kv_capacity_mb: float
+    kv_mb_per_token: Mapping[str, float]
+    thermal: ThermalSpec | None
+    availability: Availability
+    gpus: int
+    fused_acceptance: AcceptanceModel | None
+
+
+@dataclass(frozen=True)
+class ClientPool:
+    """One class of client devices, resolved.
+
+    Attributes:
+        id: The class id.
+        count: Devices in the class.
+        prefill: Draft-model prefill cost on the device (``None``: it drafts nothing).
+        draft: Draft-model decode cost on the device.
+        max_concurrent: Requests one device serves at once.
+        thermal: Sustained-load slowdown of one device.
+        availability: When a device can work.
+        kv_limit_mb: KV budget of one device (``None``: unlimited).
+        acceptance: Acceptance curve of its draft model.
+        links: Its link to each target pool it reaches, by pool id.
+    """
+
+    id: str
+    count: int
+    prefill: PhaseCost | None
+    draft: PhaseCost | None
+    max_concurrent: int
+    thermal: ThermalSpec | None
+    availability: Availability
+    kv_limit_mb: float | None
+    acceptance: AcceptanceModel | None
+    links: Mapping[str, Link]
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """What the metrics need of a device class besides what its units did.
+
+    Attributes:
+        id: The class id.
+        type: ``target`` or ``draft``.
+        units: Replicas or devices in the class.
+        gpus: GPUs of all its units (0 for draft devices).
+        lut_keys: LUT keys its units price their work with.
+        idle_power_w: Idle power of one unit, if known.
+        usd_per_hour: Price of one unit per hour, if known.
+    """
+
+    id: str
+    type: str
+    units: int
+    gpus: int
+    lut_keys: tuple[LutKey, ...]
+    idle_power_w: float | None
+    usd_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything else a run is configured by.
+
+    Attributes:
+        mode: Serving mode.
+        k: Draft length of a request's first round.
+        k_min: Smallest k a controller may choose.
+        k_max: Largest k a controller may choose.
+        temperature: Sampling temperature (acceptance bins).
+        k_control: The draft-length controller.
+        hybrid: The per-request mode policy (hybrid mode).
+        scheduler: Lane, routing, admission, arbitration and KV settings.
+        payload: Bytes per token of each transfer kind.
+        jitter: Random variation of transfers.
+        fuse_iterations: Advance unchanged decode runs in one event.
+        until_s: Stop time (``None``: until every request has ended).
+        timeseries_interval_s: Sampling period of the time series.
+        closed_loop: Closed-loop users (``None``: replay arrival times).
+    """
+
+    mode: str
+    k: int
+    k_min: int
+    k_max: int
+    temperature: float
+    k_control: PolicyChoice
+    hybrid: PolicyChoice | None
+    scheduler: SchedulerSpec
+    payload: PayloadSpec
+    jitter: JitterSpec
+    fuse_iterations: bool
+    until_s: float | None
+    timeseries_interval_s: float
+    closed_loop: ClosedLoop | None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A scenario resolved for the engine (see the module docstring).
+
+    Attributes:
+        settings: Run settings.
+        replicas: Every target replica, pools in scenario order.
+        clients: Client device classes by id.
+        classes: Every device class, in scenario order, for the metrics.
+        luts: The LUT manager (to tell which keys carry energy data).
+    """
+
+    settings: RunSettings
+    replicas: tuple[ReplicaPlan, ...]
+    clients: Mapping[str, ClientPool]
+    classes: tuple[ClassInfo, ...]
+    luts: LutManager
+
+
+class _Resolver:
+    """Builds the runtime objects of one scenario, sharing phase costs between them."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.mode = scenario.speculation.mode
+        self._costs: dict[tuple[str, str, str], PhaseCost] = {}
+
+    def cost(self, model: ModelSpec, device: DeviceClass, phase: str) -> PhaseCost:
+        key = (model.name, device.id, phase)
+        cost = self._costs.get(key)
+        if cost is None:
+            scenario = self.scenario
+            cost = PhaseCost(
+                scenario.luts,
+                scenario.lut_key(model, device, phase),
+                scenario.simulation.lut_out_of_range,
+            )
+            self._costs[key] = cost
+        return cost
+
+    def acceptance(self, model_name: str | None) -> AcceptanceModel | None:
+        spec = self.scenario.speculation
+        model = spec.models.get(model_name or "")
+        if model is None or model.acceptance is None or model.acceptance not in spec.acceptance:
+            return None
+        return spec.acceptance[model.acceptance].model
+
+    def replica(self, device: DeviceClass) -> ReplicaPlan:
+        models = self.scenario.speculation.models
+        mode = self.mode
+        verifier = models[device.model] if device.model else None
+        fused = models[device.fused_model] if device.fused_model else None
+        costs = ReplicaCosts(
+            prefill_verifier=self.cost(verifier, device, "prefill") if verifier else None,
+            prefill_fused=self.cost(fused, device, "prefill") if fused else None,
+            decode=self.cost(verifier, device, "draft_decode")
+            if verifier and mode == "none"
+            else None,
+            verify=self.cost(verifier, device, "verify")
+            if verifier and mode in ("distributed", "hybrid")
+            else None,
+            fused=self.cost(fused, device, "fused_decode") if fused else None,
+        )
+        per_token: dict[str, float] = {}
+        static_mb = 0.0
+        for kind, prefill in ((VERIFY, costs.prefill[VERIFY]), (FUSED, costs.prefill[FUSED])):
+            if prefill is not None:
+                per_token[kind] = prefill.kv_mb_per_token()
+                static_mb = max(static_mb, prefill.static_mem_mb())
+        if VERIFY in per_token:
+            per_token[DECODE] = per_token[VERIFY]
+        return ReplicaPlan(
+            pool=device.id,
+            costs=costs,
+            kv_capacity_mb=_kv_capacity_mb(device, static_mb),
+            kv_mb_per_token=per_token,
+            thermal=device.profile.compute.thermal,
+            availability=device.profile.availability,
+            gpus=device.profile.compute.gpus_per_replica,
+            fused_acceptance=self.acceptance(device.fused_model) if fused else None,
+        )
+
+    def client(self, device: DeviceClass) -> ClientPool:
+        scenario = self.scenario
+        model = scenario.speculation.models.get(device.model or "")
+        drafts = model is not None and self.mode in ("distributed", "hybrid")
+        links: dict[str, Link] = {}
+        for target in scenario.targets():
+            link = scenario.network.link_between(device.id, target.id)
+            if link is not None:
+                links[target.id] = link
+        compute = device.profile.compute
+        return ClientPool(
+            id=device.id,
+            count=device.count,
+            prefill=self.cost(model, device, "prefill") if drafts and model else None,
+            draft=self.cost(model, device, "draft_decode") if drafts and model else None,
+            max_concurrent=compute.max_concurrent_requests or 1,
+            thermal=compute.thermal,
+            availability=device.profile.availability,
+            kv_limit_mb=device.profile.memory.kv_cache_limit_mb,
+            acceptance=self.acceptance(device.model) if drafts else None,
+            links=links,
+        )
+
+    def class_info(self, device: DeviceClass, plan: ReplicaPlan | ClientPool) -> ClassInfo:
+        if isinstance(plan, ReplicaPlan):
+            costs = [*plan.costs.prefill.values(), *plan.costs.step.values()]
+            gpus = plan.gpus * device.count
+        else:
+            costs = [plan.prefill, plan.draft]
+            gpus = 0
+        keys = tuple(dict.fromkeys(cost.key for cost in costs if cost is not None))
+        return ClassInfo(
+            id=device.id,
+            type=device.type,
+            units=device.count,
+            gpus=gpus,
+            lut_keys=keys,
+            idle_power_w=device.profile.energy.idle_power_w,
+            usd_per_hour=device.usd_per_hour,
+        )
+
+
+def _kv_capacity_mb(device: DeviceClass, static_mb: float) -> float:
+    """A target replica's KV budget: the profile's limit, or its memory less the model."""
+    memory = device.profile.memory
+    limit = memory.kv_cache_limit_mb
+    if limit is not None:
+        return float(limit)
+    total_mb = (memory.device_memory_gb or 0.0) * MB_PER_GB
+    capacity = total_mb - static_mb
+    if capacity <= 0:
+        raise InputError(
+            [
+                make_issue(
+                    device.profile_path,
+                    "memory.device_memory_gb",
+                    memory.device_memory_gb,
+                    f"enough memory for the model ({static_mb:.0f} MB of weights and activations per replica)",
+                    f"no room for a KV cache on {device.id}",
+                )
+            ]
+        )
+    return capacity
+
+
+def build_runtime(scenario: Scenario) -> Runtime:
+    """Resolve ``scenario`` into the runtime objects a run works from.
+
+    Raises:
+        InputError: A target replica has no memory left for a KV cache.
+    """
+    resolver = _Resolver(scenario)
+    replicas: list[ReplicaPlan] = []
+    clients: dict[str, ClientPool] = {}
+    classes: list[ClassInfo] = []
+    for device in scenario.devices:
+        if device.type == "target":
+            plan = resolver.replica(device)
+            replicas.extend([plan] * device.count)
+            classes.append(resolver.class_info(device, plan))
+        else:
+            pool = clients[device.id] = resolver.client(device)
+            classes.append(resolver.class_info(device, pool))
+    spec = scenario.speculation
+    settings = RunSettings(
+        mode=spec.mode,
+        k=spec.k,
+        k_min=spec.k_min,
+        k_max=spec.k_max,
+        temperature=spec.temperature,
+        k_control=spec.k_control,
+        hybrid=spec.hybrid if spec.mode == "hybrid" else None,
+        scheduler=scenario.scheduler,
+        payload=scenario.network.payload,
+        jitter=scenario.network.jitter,
+        fuse_iterations=scenario.simulation.fuse_iterations,
+        until_s=scenario.simulation.until_s,
+        timeseries_interval_s=scenario.metrics.timeseries_interval_s,
+        closed_loop=scenario.workload.closed_loop,
+    )
+    return Runtime(settings, tuple(replicas), clients, tuple(classes), scenario.luts)
