@@ -39,27 +39,27 @@ class Work(NamedTuple):
         chunks: Prefill chunks riding with ``step`` (chunked prefill), or ``None``.
     """
 
-    prefill: object | None = None
-    step: object | None = None
-    chunks: object | None = None
+    prefill: Any = None
+    step: Any = None
+    chunks: Any = None
 
 
 class ReplicaLanes(Protocol):
     """What an arbitration rule may ask a replica's lanes."""
 
-    def offer_prefill(self) -> tuple[object | None, float]:
+    def offer_prefill(self) -> tuple[Any, float]:
         """Return the prefill lane's batch of whole prompts now, else ``None`` and when to ask again."""
         ...
 
-    def offer_step(self, token_budget: int | None = None) -> tuple[object | None, float]:
+    def offer_step(self, token_budget: int | None = None) -> tuple[Any, float]:
         """Return the decode lane's batch now (within ``token_budget`` tokens), else ``None`` and a wake time."""
         ...
 
-    def step_tokens(self, step: object) -> int:
+    def step_tokens(self, step: Any) -> int:
         """Return the tokens a decode-lane batch processes."""
         ...
 
-    def offer_chunks(self, step: object | None, token_budget: int) -> object | None:
+    def offer_chunks(self, step: Any, token_budget: int) -> Any:
         """Return prefill chunks that fit ``token_budget`` tokens beside ``step``, or ``None``."""
         ...
 

@@ -165,7 +165,7 @@ class Engine:
                 ),
             },
             arbiter=_instantiate(sched.arbitration),
-            microbatcher=Microbatcher(sched.verify.microbatch),
+            microbatcher=Microbatcher(sched.verify.microbatch, sched.verify.limits.max_batch),
             kv_policy=sched.kv_on_full,
             k_reserve=(settings.k_max + 1) if settings.mode != "none" else 0,
             k_max=settings.k_max,

@@ -201,7 +201,8 @@ class DraftDevice:
         return chosen, None
 
     def _start_prefill(self, req: RequestState, now: float) -> None:
-        factor = self.heat.factor(now)
+        heat = self.heat
+        factor = heat.fixed_factor if heat.constant else heat.factor(now)
         latency_s, energy_j = self.prefill_cost.at(req.prompt_tokens, 1, 1)
         latency_s /= factor
         energy_j /= factor
@@ -216,7 +217,8 @@ class DraftDevice:
 
     def _start_burst(self, batch: list[RequestState], start: float) -> None:
         """Draft ``k`` tokens for each request, iteration by iteration, from ``start``."""
-        factor = self.heat.factor(start)
+        heat = self.heat
+        factor = heat.fixed_factor if heat.constant else heat.factor(start)
         curve_at = self.draft_cost.at
         if len(batch) == 1:
             req = batch[0]
@@ -260,7 +262,8 @@ class DraftDevice:
 
     def _book(self, start_s: float, latency_s: float, energy_j: float) -> None:
         """Book a job from ``start_s`` to ``start_s + latency_s``: busy time, heat, energy."""
-        self.heat.book(start_s, latency_s)
+        if not self.heat.constant:
+            self.heat.book(start_s, latency_s)
         self._busy_until = start_s + latency_s
         self.busy_s += latency_s
         self.energy_j += energy_j

@@ -26,7 +26,7 @@ class Heat:
         thermal: The device's thermal behaviour (``None``: it never throttles).
     """
 
-    __slots__ = ("_after_s", "_factor", "_heat_s", "_last_end_s", "constant")
+    __slots__ = ("_after_s", "_factor", "_heat_s", "_last_end_s", "constant", "fixed_factor")
 
     def __init__(self, thermal: ThermalSpec | None) -> None:
         self._factor = 1.0 if thermal is None else thermal.throttle_factor
@@ -34,7 +34,9 @@ class Heat:
         self._heat_s = 0.0
         self._last_end_s = -INF
         self.constant = thermal is None or thermal.throttle_after_s is None
-        """Whether the speed factor never changes (no throttling, or throttled throughout)."""
+        """Whether the speed factor never changes (no throttling, or throttled throughout):
+        then it is :attr:`fixed_factor` and nothing needs booking (hot paths skip the calls)."""
+        self.fixed_factor = self._factor
 
     def _rested(self, start_s: float) -> None:
         after = self._after_s

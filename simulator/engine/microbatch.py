@@ -24,11 +24,13 @@ from simulator.scenario.model import MicrobatchSpec
 class Microbatcher:
     """Groups and prices decode-lane batches (see the module docstring)."""
 
-    __slots__ = ("_max", "_ratio")
+    __slots__ = ("_max", "_ratio", "whole_batches")
 
-    def __init__(self, spec: MicrobatchSpec) -> None:
+    def __init__(self, spec: MicrobatchSpec, max_batch: int) -> None:
         self._max = spec.max_microbatch
         self._ratio = spec.max_context_ratio if spec.fallback == "per_request" else None
+        self.whole_batches = self._ratio is None and self._max >= max_batch
+        """Every batch of at most ``max_batch`` is one microbatch (callers may skip grouping)."""
 
     def groups_once(self, batch: Sequence[RequestState]) -> bool:
         """Whether ``batch`` forms a single microbatch."""

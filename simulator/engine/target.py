@@ -57,7 +57,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import cast
+from typing import Any
 
 import simpy
 
@@ -73,9 +73,6 @@ from simulator.engine.request_state import RequestState
 from simulator.engine.runtime import ReplicaPlan
 
 INF = float("inf")
-
-Start = Callable[[], None]
-"""Starts a chosen iteration (or, when KV forces a preemption first, does only that)."""
 
 _Step = tuple[str, list[RequestState]]
 """A decode-lane batch: its work kind and requests."""
@@ -149,6 +146,8 @@ class TargetReplica:
         self._chunking: list[tuple[RequestState, str]] = []
         self.microbatcher = context.microbatcher
         self.heat = Heat(thermal)
+        self._cool = thermal is None
+        """Never throttled: iterations skip the thermal bookkeeping."""
         self.availability = availability
         self.always_available = (
             availability is None or availability.kind == "always" or not availability.windows
@@ -261,42 +260,37 @@ class TargetReplica:
                 return
             if self._incoming:
                 self._take_arrived(now)
-            start, wake_at = self._next_work()
-            if start is None and self._incoming:
+            work, wake_at = self.arbiter.choose(self)
+            if work is None and self._incoming:
                 wake_at = min(wake_at, self._incoming[0][0])
             if wake_at < INF:
                 # Also while busy: a prefill batch falling due cuts a decode run.
                 self._decide_at(wake_at)
-            if start is None:
+            if work is None:
                 return
-            start()
+            self._start(work)
 
     def _end_iteration(self) -> None:
         """The running iteration's results are applied: decide what comes next."""
         self._busy = False
         self._decide()
 
-    def _next_work(self) -> tuple[Start | None, float]:
-        work, wake_at = self.arbiter.choose(self)
-        if work is None:
-            return None, wake_at
-        return (lambda: self._start(work)), wake_at
-
     def _start(self, work: Work) -> None:
-        """Start the iteration an arbitration rule chose."""
-        if work.chunks is not None:
-            self._start_mixed(cast("_Step | None", work.step), cast("list[_Chunk]", work.chunks))
-        elif work.prefill is not None:
-            self._start_prefill(cast("list[tuple[RequestState, str]]", work.prefill))
+        """Start the iteration an arbitration rule chose (it may only evict, under KV pressure)."""
+        prefill, step, chunks = work
+        if chunks is not None:
+            self._start_mixed(step, chunks)
+        elif prefill is not None:
+            self._start_prefill(prefill)
         else:
-            kind, batch = cast("_Step", work.step)
+            kind, batch = step
             if kind == DECODE:
                 self._start_decode(batch)
             else:
                 self._start_speculative(batch, kind)
 
     # -- what the lanes offer (see policies.arbitration.ReplicaLanes) --------
-    def offer_prefill(self) -> tuple[object | None, float]:
+    def offer_prefill(self) -> tuple[Any, float]:
         """The prefill lane's batch of whole prompts now, else ``None`` and when to ask again."""
         if not self.prefill_q:
             return None, INF
@@ -305,7 +299,7 @@ class TargetReplica:
             return batch, INF
         return None, wake_at
 
-    def offer_step(self, token_budget: int | None = None) -> tuple[object | None, float]:
+    def offer_step(self, token_budget: int | None = None) -> tuple[Any, float]:
         """The decode lane's batch now (``(kind, requests)``), else ``None`` and a wake time.
 
         One kind per iteration: the kind whose item has been ready longest.
@@ -341,14 +335,14 @@ class TargetReplica:
             take = take[:fits]
         return (kind, [queue[i] for i in take]), INF
 
-    def step_tokens(self, step: object) -> int:
+    def step_tokens(self, step: Any) -> int:
         """Tokens a decode-lane batch processes: 1 per plain decode, k + 1 per round."""
-        kind, batch = cast("_Step", step)
+        kind, batch = step
         if kind == DECODE:
             return len(batch)
         return sum(req.k + 1 for req in batch)
 
-    def offer_chunks(self, step: object | None, token_budget: int) -> object | None:
+    def offer_chunks(self, step: Any, token_budget: int) -> Any:
         """Prefill chunks filling ``token_budget`` tokens beside ``step`` (chunked prefill).
 
         Prompts already being prefilled continue first, then new ones join in
@@ -363,7 +357,7 @@ class TargetReplica:
             self.kv_need_mb(self.prefill_q[0][0], self.prefill_q[0][1]) > self.kv.capacity_mb + 1e-9
         ):
             self._reject_too_large(0)
-        model = None if step is None else _MODEL_OF[cast("_Step", step)[0]]
+        model = None if step is None else _MODEL_OF[step[0]]
         chunks: list[_Chunk] = []
         left = token_budget
         for req, kind in self._chunking:
@@ -379,7 +373,7 @@ class TargetReplica:
         free_mb = self.kv.free_mb
         if step is not None and self.kv_policy == "preempt_recompute":
             # Running requests grow first; new prompts take only what is left.
-            kind, batch = cast("_Step", step)
+            kind, batch = step
             tokens = self.step_tokens(step) if kind != DECODE else len(batch)
             free_mb -= tokens * self.kv_mb_per_token[kind]
         for started, (req, kind, _queued_s) in enumerate(self.prefill_q):
@@ -539,9 +533,10 @@ class TargetReplica:
             self.context.fuse_iterations
             and not self._chunking
             and n == len(self.decode_q[DECODE])
-            and self.microbatcher.groups_once(batch)
+            and (self.microbatcher.whole_batches or self.microbatcher.groups_once(batch))
         )
-        factor = self.heat.factor(start)
+        heat = self.heat
+        factor = heat.fixed_factor if heat.constant else heat.factor(start)
         if not fuse:
             latency_s, energy_j, _groups = self.microbatcher.price(cost, batch, False)
             return _DecodeRun(batch, start, [start + latency_s / factor], [energy_j / factor])
@@ -588,7 +583,8 @@ class TargetReplica:
         n = len(batch)
         energy_j = run.energies_j[done - 1]
         elapsed_s = run.boundaries_s[done - 1] - run.start_s
-        self.heat.book(run.start_s, elapsed_s)
+        if not self.heat.constant:
+            self.heat.book(run.start_s, elapsed_s)
         self.busy_s += elapsed_s
         self.energy_j += energy_j
         self.iterations += done
@@ -649,8 +645,14 @@ class TargetReplica:
         if not batch:
             return
         n = len(batch)
-        latency_s, energy_j, groups = self.microbatcher.price(cost, batch, True)
-        latency_s, energy_j = self._throttled(now, latency_s, energy_j)
+        if self.microbatcher.whole_batches:
+            k = max(req.k for req in batch) if n > 1 else batch[0].k
+            latency_s, energy_j = cost.at(sum(req.context for req in batch) / n, n, k)
+            groups = 1
+        else:
+            latency_s, energy_j, groups = self.microbatcher.price(cost, batch, True)
+        if not self._cool:
+            latency_s, energy_j = self._throttled(now, latency_s, energy_j)
         if self.context.tracing:
             fanout = max(req.k for req in batch)
             self.context.tracer.event(
@@ -807,7 +809,14 @@ class TargetReplica:
 
     def _throttled(self, start_s: float, latency_s: float, energy_j: float) -> tuple[float, float]:
         """Apply the thermal factor to an iteration starting now and count it toward the onset."""
-        factor = self.heat.factor(start_s)
+        heat = self.heat
+        if heat.constant:
+            factor = heat.fixed_factor
+            if factor != 1.0:
+                latency_s /= factor
+                energy_j /= factor
+            return latency_s, energy_j
+        factor = heat.factor(start_s)
         if factor != 1.0:
             latency_s /= factor
             energy_j /= factor
