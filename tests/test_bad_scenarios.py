@@ -144,6 +144,24 @@ def _profile_with_negative_power(tmp_path: Path) -> Path:
     return _edit(_set("hardware_profiles.0.profile", "rtx-4050-laptop.yaml"))(tmp_path)
 
 
+def _second_class_linked(index: int, new_id: str) -> Callable[[Document], None]:
+    """Declare a copy of ``hardware_profiles[index]`` as ``new_id`` and link the two."""
+
+    def change(document: Document) -> None:
+        entry = dict(document["hardware_profiles"][index], id=new_id)
+        document["hardware_profiles"].append(entry)
+        first = document["hardware_profiles"][index]["id"]
+        document["network"]["links"].append(
+            {"src": first, "dst": new_id, "rtt_ms": 1, "bw_mbps": 100}
+        )
+        if entry["type"] == "draft":
+            document["network"]["links"].append(
+                {"src": new_id, "dst": "pool", "rtt_ms": 1, "bw_mbps": 100}
+            )
+
+    return change
+
+
 def _drop_key(key: str) -> Callable[[Document], None]:
     return lambda document: document.pop(key) and None
 
@@ -252,6 +270,20 @@ CASES: dict[str, Case] = {
         "network.links[1].dst",
         "'pool'",
         "a different device than src",
+    ),
+    "link between two target pools": Case(
+        _edit(_second_class_linked(1, "pool2")),
+        "scenario.yaml",
+        "network.links[1].dst",
+        "'pool2'",
+        "a draft class: a link joins client devices (draft) to a target pool",
+    ),
+    "link between two client classes": Case(
+        _edit(_second_class_linked(0, "phones")),
+        "scenario.yaml",
+        "network.links[1].dst",
+        "'phones'",
+        "a target class: a link joins client devices (draft) to a target pool",
     ),
     "duplicate hardware id": Case(
         _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),

@@ -148,9 +148,19 @@ class _Builder:
                         "unknown device",
                     )
             pair = frozenset((raw["src"], raw["dst"]))
+            src_type, dst_type = device_ids.get(raw["src"]), device_ids.get(raw["dst"])
             if raw["src"] == raw["dst"]:
                 self.issue(
                     f"{key}.dst", raw["dst"], "a different device than src", "link to itself"
+                )
+            elif src_type is not None and src_type == dst_type:
+                other = "target" if src_type == "draft" else "draft"
+                self.issue(
+                    f"{key}.dst",
+                    raw["dst"],
+                    f"a {other} class: a link joins client devices (draft) to a target pool",
+                    f"link between two {src_type} classes ({raw['src']} and {raw['dst']}): "
+                    "no work moves between them in this version",
                 )
             elif pair in seen:
                 self.issue(
