@@ -32,11 +32,11 @@ def _base(tmp_path: Path, mode: str = "distributed") -> Path:
     return write_scenario(tmp_path, mode=mode, workload=synthetic(5, 1.0, 100, 10))
 
 
-def _edit(change: Callable[[Document], None]) -> Callable[[Path], Path]:
-    """A case that edits the scenario document."""
+def _edit(change: Callable[[Document], None], mode: str = "distributed") -> Callable[[Path], Path]:
+    """A case that edits the scenario document (of a fixture scenario in ``mode``)."""
 
     def build(tmp_path: Path) -> Path:
-        path = _base(tmp_path)
+        path = _base(tmp_path, mode)
         document = yaml.safe_load(path.read_text())
         change(document)
         path.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -284,6 +284,90 @@ CASES: dict[str, Case] = {
         "network.links[1].dst",
         "'phones'",
         "a target class: a link joins client devices (draft) to a target pool",
+    ),
+    "fused model in distributed mode": Case(
+        _edit(_set("speculation.fused_models", [{"name": "fused-model", "lut": "fused.csv"}])),
+        "scenario.yaml",
+        "speculation.fused_models",
+        "['fused-model']",
+        "[] (mode 'distributed' uses drafter_models and verifier_models)",
+    ),
+    "fused model in none mode": Case(
+        _edit(_set("speculation.fused_models", [{"name": "f", "lut": "fused.csv"}]), "none"),
+        "scenario.yaml",
+        "speculation.fused_models",
+        "['f']",
+        "[] (mode 'none' uses verifier_models)",
+    ),
+    "drafter model in fused mode": Case(
+        _edit(_set("speculation.drafter_models", [{"name": "d", "lut": "draft.csv"}]), "fused"),
+        "scenario.yaml",
+        "speculation.drafter_models",
+        "['d']",
+        "[] (mode 'fused' uses fused_models)",
+    ),
+    "verifier model in fused mode": Case(
+        _edit(_set("speculation.verifier_models", [{"name": "v", "lut": "target.csv"}]), "fused"),
+        "scenario.yaml",
+        "speculation.verifier_models",
+        "['v']",
+        "[] (mode 'fused' uses fused_models)",
+    ),
+    "client class names a model in none mode": Case(
+        _edit(_set("hardware_profiles.0.model", "draft-model"), "none"),
+        "scenario.yaml",
+        "hardware_profiles[0].model",
+        "'draft-model'",
+        "null: mode 'none' runs no model on client devices",
+    ),
+    "acceptance curve on a verifier": Case(
+        _edit(_set("speculation.verifier_models.0.acceptance", "acc")),
+        "scenario.yaml",
+        "speculation.verifier_models[0].acceptance",
+        "'acc'",
+        "null: a verifier model does not draft",
+    ),
+    "parallelism of a drafter": Case(
+        _edit(_set("speculation.drafter_models.0.parallelism", {"tensor": 2})),
+        "scenario.yaml",
+        "speculation.drafter_models[0].parallelism.tensor",
+        "2",
+        "1 or left out: a client device runs its draft model unsplit",
+    ),
+    "k in none mode": Case(
+        _edit(_set("speculation.k", 6), "none"),
+        "scenario.yaml",
+        "speculation.k",
+        "6",
+        "4 (the default): nothing speculates in mode 'none'",
+    ),
+    "temperature in none mode": Case(
+        _edit(_set("speculation.temperature", 0.7), "none"),
+        "scenario.yaml",
+        "speculation.temperature",
+        "0.7",
+        "0 (the default): nothing speculates in mode 'none'",
+    ),
+    "adaptive k in none mode": Case(
+        _edit(_set("speculation.adaptive_k", {"k_max": 6}), "none"),
+        "scenario.yaml",
+        "speculation.adaptive_k.k_max",
+        "6",
+        "8 (the default): nothing speculates in mode 'none'",
+    ),
+    "acceptance curves in none mode": Case(
+        _edit(_set("speculation.acceptance_models", [{"name": "a", "file": "acc.yaml"}]), "none"),
+        "scenario.yaml",
+        "speculation.acceptance_models",
+        "[{'name': 'a', 'file': 'acc.yaml'}]",
+        "[] (the default): nothing speculates in mode 'none'",
+    ),
+    "hybrid policy outside hybrid mode": Case(
+        _edit(_set("speculation.hybrid", {"params": {"threshold_ms": 5}})),
+        "scenario.yaml",
+        "speculation.hybrid.params",
+        "{'threshold_ms': 5}",
+        "{} (the default): it applies only in mode 'hybrid', not 'distributed'",
     ),
     "duplicate hardware id": Case(
         _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),

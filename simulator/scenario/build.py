@@ -8,7 +8,7 @@ raising, so that one run of the validator reports every problem of a scenario
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -37,6 +37,7 @@ from simulator.scenario.model import (
     SimulationSpec,
     SpeculationSpec,
 )
+from simulator.scenario.schema import scenario_schema
 from simulator.workload import WorkloadSpec, build_workload_spec
 
 T = TypeVar("T")
@@ -59,6 +60,36 @@ MODEL_LISTS: Mapping[str, str] = {
     "fused_models": "fused",
 }
 
+SPECULATING_KEYS: tuple[str, ...] = ("k", "temperature", "adaptive_k", "acceptance_models")
+"""``speculation`` keys that only matter when something speculates (not in mode ``none``)."""
+
+_SCHEMA = scenario_schema()
+"""The assembled scenario schema, for the defaults of keys."""
+
+
+_UNSET = object()
+"""Stands for the default of a key whose schema gives none (the key left out)."""
+
+
+def _non_defaults(
+    node: Mapping[str, Any], schema: Mapping[str, Any], prefix: str
+) -> Iterator[tuple[str, Any, Any]]:
+    """Yield ``(key path, value, default)`` of each key under ``node`` not at its default.
+
+    Objects with their own properties are searched key by key, so the path
+    names the innermost key that was set; a key whose schema has no default
+    counts as set whenever it is present.
+    """
+    for name, sub in schema.get("properties", {}).items():
+        if name not in node:
+            continue
+        value = node[name]
+        path = f"{prefix}.{name}"
+        if isinstance(value, Mapping) and sub.get("properties"):
+            yield from _non_defaults(value, sub, path)
+        elif value != sub.get("default", _UNSET):
+            yield path, value, sub.get("default", _UNSET)
+
 
 class _Builder:
     """Accumulates issues while turning one validated document into a Scenario."""
@@ -72,6 +103,23 @@ class _Builder:
     # -- helpers -----------------------------------------------------------
     def issue(self, key: str, value: object, allowed: str, problem: str) -> None:
         self.issues.append(make_issue(self.file, key, value, allowed, problem))
+
+    def refuse_non_defaults(self, section: str, keys: tuple[str, ...], reason: str) -> None:
+        """Report every key of ``section`` (only ``keys``, if given) that is not at its default.
+
+        For settings that would change nothing in this scenario: ``reason``
+        says why, as the end of the ``allowed`` text.
+        """
+        node: Mapping[str, Any] = self.doc
+        schema: Mapping[str, Any] = _SCHEMA
+        for part in section.split("."):
+            node = node[part]
+            schema = schema["properties"][part]
+        if keys:
+            schema = {"properties": {k: v for k, v in schema["properties"].items() if k in keys}}
+        for path, value, default in _non_defaults(node, schema, section):
+            allowed = "the key left out" if default is _UNSET else f"{default!r} (the default)"
+            self.issue(path, value, f"{allowed}: {reason}", "setting that would have no effect")
 
     def load_file(self, key: str, value: str, loader: Callable[[Path], T], what: str) -> T | None:
         """Load a referenced file; its own problems are reported under its own name."""
@@ -217,9 +265,19 @@ class _Builder:
         mode = spec["mode"]
         needed = PHASES_BY_MODE[mode]
         models: dict[str, ModelSpec] = {}
+        used = [k for k, v in MODEL_LISTS.items() if v in needed]
         for list_key, kind in MODEL_LISTS.items():
+            if kind not in needed and spec[list_key]:
+                self.issue(
+                    f"speculation.{list_key}",
+                    [raw["name"] for raw in spec[list_key]],
+                    f"[] (mode {mode!r} uses {' and '.join(used)})",
+                    f"mode {mode!r} runs no {kind} model",
+                )
+                continue
             for index, raw in enumerate(spec[list_key]):
                 key = f"speculation.{list_key}[{index}]"
+                self.model_kind_keys(key, kind, raw)
                 if raw["name"] in models:
                     self.issue(
                         f"{key}.name",
@@ -282,6 +340,26 @@ class _Builder:
                 )
         return models
 
+    def model_kind_keys(self, key: str, kind: str, raw: Mapping[str, Any]) -> None:
+        """Refuse model keys its kind does not use: a verifier's curve, a drafter's split."""
+        if kind == "verifier" and raw["acceptance"] is not None:
+            self.issue(
+                f"{key}.acceptance",
+                raw["acceptance"],
+                "null: a verifier model does not draft (name the curve on the drafter or "
+                "fused model)",
+                "acceptance curve on a verifier model",
+            )
+        if kind == "drafter":
+            for axis, degree in raw["parallelism"].items():
+                if degree != 1:
+                    self.issue(
+                        f"{key}.parallelism.{axis}",
+                        degree,
+                        "1 or left out: a client device runs its draft model unsplit",
+                        "parallelism of a drafter model",
+                    )
+
     def device_classes(
         self,
         profiles: Mapping[str, DeviceProfile | None],
@@ -301,8 +379,12 @@ class _Builder:
                 if "drafter" in needed:
                     model = self.pick_model(f"{key}.model", entry["model"], "drafter", models)
                 elif entry["model"] is not None:
-                    self.pick_model(f"{key}.model", entry["model"], "drafter", models)
-                    model = entry["model"]
+                    self.issue(
+                        f"{key}.model",
+                        entry["model"],
+                        f"null: mode {mode!r} runs no model on client devices",
+                        "model on a client class that does not draft",
+                    )
                 tp = pp = 1
             else:
                 if "verifier" in needed:
@@ -436,6 +518,15 @@ class _Builder:
         self, models: dict[str, ModelSpec], curves: dict[str, AcceptanceCurve]
     ) -> SpeculationSpec:
         spec = self.doc["speculation"]
+        mode = spec["mode"]
+        if mode == "none":
+            self.refuse_non_defaults(
+                "speculation", SPECULATING_KEYS, "nothing speculates in mode 'none'"
+            )
+        if mode != "hybrid":
+            self.refuse_non_defaults(
+                "speculation.hybrid", (), f"it applies only in mode 'hybrid', not {mode!r}"
+            )
         adaptive = spec["adaptive_k"]
         k = int(spec["k"])
         k_min, k_max = int(adaptive["k_min"]), int(adaptive["k_max"])
