@@ -118,7 +118,9 @@ class _Builder:
         if keys:
             schema = {"properties": {k: v for k, v in schema["properties"].items() if k in keys}}
         for path, value, default in _non_defaults(node, schema, section):
-            allowed = "the key left out" if default is _UNSET else f"{default!r} (the default)"
+            allowed = (
+                "the key left out" if default is _UNSET else f"{json.dumps(default)} (the default)"
+            )
             self.issue(path, value, f"{allowed}: {reason}", "setting that would have no effect")
 
     def load_file(self, key: str, value: str, loader: Callable[[Path], T], what: str) -> T | None:
@@ -608,28 +610,18 @@ class _Builder:
 
     def planner(self) -> PlannerSpec:
         raw = self.doc["planner"]
-        candidates = {name: tuple(values) for name, values in raw["candidates"].items()}
-        if raw["enabled"]:
-            self.issue(
-                "planner.enabled",
-                True,
-                "false (the goodput planner's what-if search is not part of this version; "
-                "the engine's what-if windows are available from Python: simulator.run(..., in_flight=...))",
-                "planner not available",
-            )
-        if raw["enabled"] and not candidates:
-            self.issue(
-                "planner.candidates",
-                {},
-                "at least one non-empty candidate list",
-                "planner enabled without candidates",
-            )
+        self.refuse_non_defaults(
+            "planner",
+            (),
+            "the goodput planner is not part of this version (the engine's what-if windows "
+            "are available from Python: simulator.run(..., in_flight=...))",
+        )
         return PlannerSpec(
             bool(raw["enabled"]),
             float(raw["interval_s"]),
             float(raw["window_s"]),
             tuple(raw["objectives"]),
-            candidates,
+            {name: tuple(values) for name, values in raw["candidates"].items()},
         )
 
     def metrics(self) -> MetricsSpec:
