@@ -369,6 +369,20 @@ CASES: dict[str, Case] = {
         "{'threshold_ms': 5}",
         "{} (the default): it applies only in mode 'hybrid', not 'distributed'",
     ),
+    "microbatch on the prefill lane": Case(
+        _edit(_set("scheduler.prefill.microbatch", {"max_microbatch": 8})),
+        "scenario.yaml",
+        "scheduler.prefill.microbatch",
+        "unknown key",
+        "keys batching, params, policy",
+    ),
+    "microbatch on the draft lane": Case(
+        _edit(_set("scheduler.draft.microbatch", {"fallback": "per_request"})),
+        "scenario.yaml",
+        "scheduler.draft.microbatch",
+        "unknown key",
+        "keys batching, params, policy",
+    ),
     "duplicate hardware id": Case(
         _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),
         "scenario.yaml",

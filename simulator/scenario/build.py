@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -577,14 +578,17 @@ class _Builder:
     def lane(self, name: str, family: str) -> LaneSpec:
         raw = self.doc["scheduler"][name]
         batching = raw["batching"]
-        micro = raw["microbatch"]
-        return LaneSpec(
+        lane = LaneSpec(
             policy=self.policy(family, raw["policy"], raw["params"], f"scheduler.{name}"),
             limits=BatchLimits(
                 int(batching["max_batch"]), float(batching["max_wait_ms"]), batching["max_tokens"]
             ),
-            max_microbatch=int(micro["max_microbatch"]),
-            fallback=micro["fallback"],
+        )
+        if "microbatch" not in raw:  # only the verify lane has microbatch settings
+            return lane
+        micro = raw["microbatch"]
+        return replace(
+            lane, max_microbatch=int(micro["max_microbatch"]), fallback=micro["fallback"]
         )
 
     def scheduler(self) -> SchedulerSpec:

@@ -193,14 +193,30 @@ class SpeculationSpec:
     hybrid: PolicyChoice
 
 
+MicrobatchFallback = Literal["per_request", "none"]
+
+DEFAULT_MAX_MICROBATCH = 256
+"""``scheduler.verify.microbatch.max_microbatch`` when the scenario gives none."""
+
+
 @dataclass(frozen=True)
 class LaneSpec:
-    """One lane's batching policy and limits."""
+    """One lane's batching policy and limits.
+
+    Attributes:
+        policy: The lane's batching policy.
+        limits: Its size and timeout limits.
+        max_microbatch: Verify lane: most sequences per microbatch. The
+            prefill and draft lanes have no microbatch settings and keep the
+            defaults, which nothing reads.
+        fallback: Verify lane: ``per_request`` runs requests whose context
+            lengths diverge one at a time.
+    """
 
     policy: PolicyChoice
     limits: BatchLimits
-    max_microbatch: int
-    fallback: Literal["per_request", "none"]
+    max_microbatch: int = DEFAULT_MAX_MICROBATCH
+    fallback: MicrobatchFallback = "none"
 
 
 @dataclass(frozen=True)

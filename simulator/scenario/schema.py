@@ -4,7 +4,9 @@ The packaged ``scenario.schema.json`` leaves two things open: the
 ``workload`` section (its own file, ``workload.schema.json``) and the valid
 names of every ``policy`` key, which come from the policy registries. This
 module fills both in, inlines the ``$defs`` so defaults can be filled by a
-plain walk, and returns the finished schema.
+plain walk (``properties`` written beside a ``$ref`` extend the definition's,
+as the verify lane adds ``microbatch`` to the common lane), and returns the
+finished schema.
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ def _inline_refs(node: Any, defs: Mapping[str, Any]) -> Any:
             if not isinstance(ref, str) or not ref.startswith(prefix):
                 raise ValueError(f"unsupported $ref {ref!r} in the scenario schema")
             merged = copy.deepcopy(defs[ref[len(prefix) :]])
-            merged.update({k: v for k, v in node.items() if k != "$ref"})
+            for key, value in node.items():
+                if key == "properties":
+                    # Properties beside a $ref add to (or replace single) definitions' ones.
+                    merged.setdefault("properties", {}).update(copy.deepcopy(value))
+                elif key != "$ref":
+                    merged[key] = value
             return _inline_refs(merged, defs)
         return {k: _inline_refs(v, defs) for k, v in node.items()}
     if isinstance(node, list):
