@@ -37,13 +37,14 @@ def write_lut(
     phases: dict[str, LatencyFn],
     tp: int = 1,
     contexts: tuple[int, ...] = CONTEXT_AXIS,
+    batches: tuple[int, ...] = BATCH_AXIS,
 ) -> Path:
     """Write a LUT whose latency for each phase is ``phases[phase](context, batch, k)`` ms."""
     rows: list[dict[str, Any]] = []
     for phase, latency in phases.items():
         ks = K_AXIS if phase in ("verify", "fused_decode") else (1,)
         for context in contexts:
-            for batch in BATCH_AXIS:
+            for batch in batches:
                 for k in ks:
                     if phase == "prefill":
                         kv = context * batch * KV_MB_PER_TOKEN

@@ -22,7 +22,15 @@ import yaml
 from simulator.cli import main as simulate_main
 from simulator.validate import validate_file
 from tests.commands import run_python
-from tests.engine_fixtures import PROFILES, synthetic, write_lut, write_scenario
+from tests.engine_fixtures import (
+    BATCH_AXIS,
+    CONTEXT_AXIS,
+    PROFILES,
+    constant,
+    synthetic,
+    write_lut,
+    write_scenario,
+)
 
 Document = dict[str, Any]
 
@@ -160,6 +168,66 @@ def _second_class_linked(index: int, new_id: str) -> Callable[[Document], None]:
             )
 
     return change
+
+
+def _target_grid(
+    contexts: tuple[int, ...] = CONTEXT_AXIS, batches: tuple[int, ...] = BATCH_AXIS
+) -> Callable[[Path], None]:
+    """Rewrite the fixture's target LUT on another context or batch grid."""
+
+    def rewrite(tmp_path: Path) -> None:
+        write_lut(
+            tmp_path / "target.csv",
+            "target-model",
+            "a100-sxm4-80gb",
+            {phase: constant(10.0) for phase in ("prefill", "draft_decode", "verify")},
+            contexts=contexts,
+            batches=batches,
+        )
+
+    return rewrite
+
+
+def _lut_reach(
+    lut: Callable[[Path], None], change: Callable[[Document], None] = lambda _d: None
+) -> Callable[[Path], Path]:
+    """A case whose run would look a LUT up off its grid (``lut_out_of_range: raise``)."""
+
+    def build(tmp_path: Path) -> Path:
+        path = _edit(change)(tmp_path)
+        lut(tmp_path)
+        return path
+
+    return build
+
+
+TRACE_WORKLOAD = {"source": "trace://trace.csv", "slo": {"ttft_ms": 100, "tpot_ms": 10}}
+
+
+def _short_prompt_trace(tmp_path: Path) -> None:
+    """A target LUT from context 128 and a trace whose second row has a 3-token prompt."""
+    _target_grid(contexts=(128, 131072))(tmp_path)
+    (tmp_path / "trace.csv").write_text(
+        "arrival_s,prompt_tokens,output_tokens\n0,300,5\n1,3,5\n2,200,5\n"
+    )
+
+
+def _draft_grid_from_128(tmp_path: Path) -> None:
+    """A drafter LUT from context 128 (the fixture's prompts have 100 tokens)."""
+    write_lut(
+        tmp_path / "draft.csv",
+        "draft-model",
+        "rtx-4050-laptop",
+        {"prefill": constant(5.0), "draft_decode": constant(4.0)},
+        contexts=(128, 131072),
+    )
+
+
+def _long_drafts(document: Document) -> None:
+    """k = 9 (the fixture's LUTs stop at k = 8), outputs long enough to draft it."""
+    _set("speculation.k", 9)(document)
+    _set("speculation.adaptive_k", {"k_max": 12})(document)
+    _set("workload.synthetic.output_tokens.value", 50)(document)
 
 
 def _drop_key(key: str) -> Callable[[Document], None]:
@@ -382,6 +450,43 @@ CASES: dict[str, Case] = {
         "scheduler.draft.microbatch",
         "unknown key",
         "keys batching, params, policy",
+    ),
+    "trace prompt shorter than the target LUT's grid": Case(
+        _lut_reach(_short_prompt_trace, _set("workload", TRACE_WORKLOAD)),
+        "scenario.yaml",
+        "workload.source",
+        "shortest prompt 3 tokens (request 1, row 2 of trace.csv)",
+        ">= 128 tokens, as its prefill is looked up at context >= 128, the smallest context_len "
+        "of LUT target.csv for phase=prefill",
+    ),
+    "synthetic prompt shorter than the draft LUT's grid": Case(
+        _lut_reach(_draft_grid_from_128),
+        "scenario.yaml",
+        "workload.synthetic.prompt_tokens",
+        "shortest prompt 100 tokens (request 0 of the generated workload)",
+        ">= 128 tokens, as its prefill is looked up at context >= 128, the smallest context_len "
+        "of LUT draft.csv for phase=prefill model=draft-model hardware=rtx-4050-laptop",
+    ),
+    "verify batch limit beyond the LUT's grid": Case(
+        _lut_reach(_target_grid(batches=(1, 2))),
+        "scenario.yaml",
+        "scheduler.verify.batching.max_batch",
+        "64",
+        "<= 2, the largest microbatch of LUT target.csv for phase=verify",
+    ),
+    "LUT grid without batches of one": Case(
+        _lut_reach(_target_grid(batches=(2, 4096))),
+        "scenario.yaml",
+        "speculation.verifier_models[0].lut",
+        "smallest microbatch 2 for phase prefill",
+        "a grid starting at microbatch 1 in LUT target.csv",
+    ),
+    "k beyond the LUT's fanout grid": Case(
+        _lut_reach(lambda _tmp_path: None, _long_drafts),
+        "scenario.yaml",
+        "speculation.k",
+        "9",
+        "<= 8, the largest fanout_k of LUT target.csv for phase=verify",
     ),
     "duplicate hardware id": Case(
         _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),
@@ -648,8 +753,8 @@ def test_simulate_rejects_a_bad_override_end_to_end(tmp_path):
     assert "did you mean 'k'" in done.stderr
 
 
-def test_a_gap_found_mid_run_is_an_input_error_not_a_traceback(tmp_path):
-    """A context below a LUT's grid is only met while running; it still exits 2."""
+def test_a_gap_the_run_would_meet_is_refused_before_it_starts(tmp_path):
+    """A prompt below a LUT's context grid is found by the loader: exit 2, no results."""
     scenario = write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 50, 10))
     write_lut(
         tmp_path / "target.csv",
@@ -661,7 +766,8 @@ def test_a_gap_found_mid_run_is_an_input_error_not_a_traceback(tmp_path):
     done = run_python("-m", "simulator.cli", str(scenario), "-o", str(tmp_path / "out"), "-q")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert "target.csv: lookup of phase=prefill" in done.stderr
-    assert "got 50" in done.stderr
-    assert "128 to 131072" in done.stderr
+    assert "scenario.yaml: workload.synthetic.prompt_tokens" in done.stderr
+    assert "got 'shortest prompt 50 tokens (request 0 of the generated workload)'" in done.stderr
+    assert ">= 128 tokens, as its prefill is looked up at context >= 128" in done.stderr
+    assert "or set simulation.lut_out_of_range: clamp or extrapolate" in done.stderr
     assert not (tmp_path / "out").exists()

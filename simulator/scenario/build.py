@@ -38,6 +38,7 @@ from simulator.scenario.model import (
     SimulationSpec,
     SpeculationSpec,
 )
+from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.schema import scenario_schema
 from simulator.workload import WorkloadSpec, build_workload_spec
 
@@ -699,6 +700,10 @@ def build_scenario(
     ``resolved`` is the document to record as the scenario's resolved form
     (default: ``document``).
 
+    With ``simulation.lut_out_of_range: raise``, the LUT lookups the run
+    will make for the workload's requests are checked against the grids too
+    (see :mod:`simulator.scenario.reach`), once everything else is valid.
+
     Raises:
         InputError: With every cross-field and referenced-file problem.
     """
@@ -727,7 +732,7 @@ def build_scenario(
     if builder.issues:
         raise InputError(builder.issues)
     assert workload is not None  # no issues means the workload was built
-    return Scenario(
+    scenario = Scenario(
         scenario_id=document["scenario_id"],
         seed=int(document["seed"]),
         source_file=file,
@@ -743,3 +748,8 @@ def build_scenario(
         luts=manager,
         resolved_json=json.dumps(resolved if resolved is not None else document),
     )
+    if scenario.simulation.lut_out_of_range == "raise":
+        reach = lut_reach_issues(scenario)
+        if reach:
+            raise InputError(reach)
+    return scenario
