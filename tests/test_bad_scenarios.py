@@ -488,6 +488,63 @@ CASES: dict[str, Case] = {
         "9",
         "<= 8, the largest fanout_k of LUT target.csv for phase=verify",
     ),
+    "availability window beyond its period": Case(
+        _edit(
+            _set(
+                "hardware_profiles.0.availability",
+                {"kind": "windows", "period_s": 10, "windows": [{"start_s": 2, "end_s": 12}]},
+            )
+        ),
+        "scenario.yaml",
+        "hardware_profiles[0].availability.windows[0].end_s",
+        "12",
+        "<= period_s (10)",
+    ),
+    "availability windows without a period": Case(
+        _edit(
+            _set(
+                "hardware_profiles.0.availability",
+                {"kind": "windows", "windows": [{"start_s": 2, "end_s": 5}]},
+            )
+        ),
+        "scenario.yaml",
+        "hardware_profiles[0].availability.period_s",
+        "None",
+        "a number > 0",
+    ),
+    "availability key misspelt": Case(
+        _edit(_set("hardware_profiles.0.availability", {"kinds": "always"})),
+        "scenario.yaml",
+        "hardware_profiles[0].availability.kinds",
+        "did you mean 'kind'",
+        "keys kind, period_s, windows",
+    ),
+    "availability windows on a target pool": Case(
+        _edit(
+            _set(
+                "hardware_profiles.1.availability",
+                {"kind": "windows", "period_s": 10, "windows": [{"start_s": 0, "end_s": 5}]},
+            )
+        ),
+        "scenario.yaml",
+        "hardware_profiles[1].availability",
+        "'kind': 'windows'",
+        "kind 'always' (or null): availability windows delay the work of draft devices in modes "
+        "distributed and hybrid only",
+    ),
+    "availability windows on clients that do not draft": Case(
+        _edit(
+            _set(
+                "hardware_profiles.0.availability",
+                {"kind": "windows", "period_s": 10, "windows": [{"start_s": 0, "end_s": 5}]},
+            ),
+            "fused",
+        ),
+        "scenario.yaml",
+        "hardware_profiles[0].availability",
+        "'period_s': 10",
+        "kind 'always' (or null)",
+    ),
     "duplicate hardware id": Case(
         _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),
         "scenario.yaml",

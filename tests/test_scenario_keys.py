@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from simulator.errors import InputError
 from simulator.runner import run
@@ -72,3 +73,28 @@ def test_lut_grids_that_just_cover_the_run_validate_and_run_under_raise(tmp_path
     with pytest.raises(InputError) as refused:
         load_scenario(path)
     assert "scheduler.verify.batching.max_batch" in {i.key_path for i in refused.value.issues}
+
+
+def _with_availability(path, index: int, availability) -> None:
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][index]["availability"] = availability
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_a_scenario_availability_window_delays_the_draft_device(tmp_path):
+    """The laptop profile is always available; the scenario opens it only from t = 5 s."""
+    path = write_scenario(tmp_path, mode="distributed", workload=synthetic(1, 1.0, 100, 10))
+    always = run(load_scenario(path)).requests.iloc[0]
+    assert always["e2e_ms"] < 1000
+
+    window = {"kind": "windows", "period_s": 1000, "windows": [{"start_s": 5, "end_s": 1000}]}
+    _with_availability(path, 0, window)
+    scenario = load_scenario(path)
+    assert scenario.device("laptops").availability.next_available_s(0.0) == 5.0
+    assert scenario.device("laptops").profile.availability.kind == "always"
+    delayed = run(scenario).requests.iloc[0]
+    assert delayed["outcome"] == "completed"
+    # The target's first token does not wait for the device; the drafting does.
+    assert delayed["ttft_ms"] == pytest.approx(always["ttft_ms"])
+    assert delayed["e2e_ms"] >= 5000
+    assert delayed["e2e_ms"] - always["e2e_ms"] == pytest.approx(5000, abs=always["e2e_ms"])

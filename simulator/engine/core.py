@@ -251,7 +251,7 @@ class Engine:
                 self._cost(model, cls, "draft_decode"),
                 max_concurrent=compute.max_concurrent_requests or 1,
                 thermal=compute.thermal,
-                availability=cls.profile.availability,
+                availability=cls.availability,
             )
             self._devices[key] = device
         return device

@@ -16,7 +16,13 @@ from typing import Any, TypeVar, cast
 from policies import registry
 from policies.batching import BatchLimits
 from simulator.acceptance import load_acceptance_model
-from simulator.devices import DeviceProfile, load_device_profile
+from simulator.devices import (
+    Availability,
+    DeviceProfile,
+    availability_section_issues,
+    build_availability,
+    load_device_profile,
+)
 from simulator.errors import InputError, Issue, make_issue
 from simulator.loading import resolve_path, schema_issues
 from simulator.lut import LutKey, LutManager, LutTable, load_lut
@@ -402,6 +408,8 @@ class _Builder:
             price = entry["usd_per_hour"]
             if price is None:
                 price = profile.cost.usd_per_hour
+            drafts = entry["type"] == "draft" and "drafter" in needed
+            availability = self.availability(key, entry, profile, drafts)
             classes.append(
                 DeviceClass(
                     id=entry["id"],
@@ -414,6 +422,7 @@ class _Builder:
                     tensor_parallel=int(tp),
                     pipeline_parallel=int(pp),
                     usd_per_hour=None if price is None else float(price),
+                    availability=availability,
                 )
             )
         if not any(e["type"] == "target" for e in self.doc["hardware_profiles"]):
@@ -433,6 +442,33 @@ class _Builder:
                 f"mode {mode!r} needs client devices that draft",
             )
         return classes
+
+    def availability(
+        self, key: str, entry: Mapping[str, Any], profile: DeviceProfile, drafts: bool
+    ) -> Availability:
+        """The class's availability: its own block (checked as a profile's), else the profile's.
+
+        Only draft devices that draft (modes distributed and hybrid) follow
+        availability windows in this version; windows anywhere else are refused.
+        """
+        raw = entry["availability"]
+        if raw is None:
+            chosen = profile.availability
+        else:
+            problems = availability_section_issues(raw, self.file, f"{key}.availability")
+            self.issues.extend(problems)
+            chosen = profile.availability if problems else build_availability(raw)
+        if chosen.kind != "always" and not drafts:
+            where = f"{key}.availability" if raw is not None else f"{key}.profile"
+            self.issue(
+                where,
+                raw if raw is not None else f"{profile.id}: availability kind {chosen.kind!r}",
+                "kind 'always' (or null): availability windows delay the work of draft devices "
+                "in modes distributed and hybrid only; target replicas are always available "
+                "in this version",
+                f"availability windows on a {entry['type']} class that would ignore them",
+            )
+        return chosen
 
     def pick_model(
         self, key: str, name: str | None, kind: str, models: Mapping[str, ModelSpec]
