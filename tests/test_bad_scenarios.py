@@ -545,6 +545,20 @@ CASES: dict[str, Case] = {
         "'period_s': 10",
         "kind 'always' (or null)",
     ),
+    "draft lane settings in none mode": Case(
+        _edit(_set("scheduler.draft", {"batching": {"max_batch": 4}}), "none"),
+        "scenario.yaml",
+        "scheduler.draft.batching.max_batch",
+        "4",
+        "32 (the default): no client device drafts in mode 'none'",
+    ),
+    "draft payload in fused mode": Case(
+        _edit(_set("network.payload", {"bytes_per_draft_token": 8}), "fused"),
+        "scenario.yaml",
+        "network.payload.bytes_per_draft_token",
+        "8",
+        "4 (the default): no client device drafts in mode 'fused'",
+    ),
     "duplicate hardware id": Case(
         _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),
         "scenario.yaml",

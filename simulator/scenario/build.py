@@ -630,6 +630,11 @@ class _Builder:
 
     def scheduler(self) -> SchedulerSpec:
         sched = self.doc["scheduler"]
+        mode = self.doc["speculation"]["mode"]
+        if "drafter" not in PHASES_BY_MODE[mode]:
+            reason = f"no client device drafts in mode {mode!r}"
+            self.refuse_non_defaults("scheduler.draft", (), reason)
+            self.refuse_non_defaults("network.payload", ("bytes_per_draft_token",), reason)
         return SchedulerSpec(
             prefill=self.lane("prefill", "prefill_batching"),
             draft=self.lane("draft", "draft_scheduling"),
