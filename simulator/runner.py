@@ -17,7 +17,8 @@ from simulator.engine.tracing import Tracer
 from simulator.metrics.summary import slo_flags, summarise
 from simulator.rng import RandomStreams
 from simulator.scenario.model import Scenario
-from simulator.workload import RequestTable, generate_requests
+from simulator.scenario.reach import build_requests
+from simulator.workload import RequestTable
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,6 @@ class Result:
     timeseries: pd.DataFrame
     output: EngineOutput
     wall_s: float
-
-
-def build_requests(scenario: Scenario) -> RequestTable:
-    """Generate the scenario's request table from its workload and seed."""
-    streams = RandomStreams(scenario.seed)
-    clients = [(d.id, d.count) for d in scenario.clients()]
-    return generate_requests(scenario.workload, clients, streams)
 
 
 def run(

@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from simulator.scenario.build import MODEL_LISTS, PHASES_BY_MODE
+
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = REPO / "device_profiles"
 
@@ -35,13 +37,14 @@ def write_lut(
     phases: dict[str, LatencyFn],
     tp: int = 1,
     contexts: tuple[int, ...] = CONTEXT_AXIS,
+    batches: tuple[int, ...] = BATCH_AXIS,
 ) -> Path:
     """Write a LUT whose latency for each phase is ``phases[phase](context, batch, k)`` ms."""
     rows: list[dict[str, Any]] = []
     for phase, latency in phases.items():
         ks = K_AXIS if phase in ("verify", "fused_decode") else (1,)
         for context in contexts:
-            for batch in BATCH_AXIS:
+            for batch in batches:
                 for k in ks:
                     if phase == "prefill":
                         kv = context * batch * KV_MB_PER_TOKEN
@@ -148,14 +151,7 @@ def write_scenario(
                 "count": replicas,
             },
         ],
-        "speculation": {
-            "mode": mode,
-            "k": k,
-            "drafter_models": [{"name": "draft-model", "lut": "draft.csv"}],
-            "verifier_models": [{"name": "target-model", "lut": "target.csv"}],
-            "fused_models": [{"name": "fused-model", "lut": "fused.csv"}],
-            "acceptance_models": [{"name": "acc", "file": "acc.yaml"}],
-        },
+        "speculation": _speculation(mode, k),
         "scheduler": {
             "prefill": {"batching": {"max_batch": 1, "max_wait_ms": 0}},
             "verify": {"batching": {"max_batch": 64, "max_wait_ms": 0}},
@@ -170,6 +166,23 @@ def write_scenario(
     path = tmp_path / name
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def _speculation(mode: str, k: int) -> dict[str, Any]:
+    """The speculation section of ``mode``: only the model lists and keys the mode uses."""
+    needed = PHASES_BY_MODE[mode]
+    models = {
+        "drafter_models": [{"name": "draft-model", "lut": "draft.csv"}],
+        "verifier_models": [{"name": "target-model", "lut": "target.csv"}],
+        "fused_models": [{"name": "fused-model", "lut": "fused.csv"}],
+    }
+    section: dict[str, Any] = {"mode": mode}
+    if mode != "none":
+        section["k"] = k
+    section.update({key: value for key, value in models.items() if MODEL_LISTS[key] in needed})
+    if mode != "none":
+        section["acceptance_models"] = [{"name": "acc", "file": "acc.yaml"}]
+    return section
 
 
 def synthetic(

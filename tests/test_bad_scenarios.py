@@ -22,7 +22,15 @@ import yaml
 from simulator.cli import main as simulate_main
 from simulator.validate import validate_file
 from tests.commands import run_python
-from tests.engine_fixtures import PROFILES, synthetic, write_lut, write_scenario
+from tests.engine_fixtures import (
+    BATCH_AXIS,
+    CONTEXT_AXIS,
+    PROFILES,
+    constant,
+    synthetic,
+    write_lut,
+    write_scenario,
+)
 
 Document = dict[str, Any]
 
@@ -32,11 +40,11 @@ def _base(tmp_path: Path, mode: str = "distributed") -> Path:
     return write_scenario(tmp_path, mode=mode, workload=synthetic(5, 1.0, 100, 10))
 
 
-def _edit(change: Callable[[Document], None]) -> Callable[[Path], Path]:
-    """A case that edits the scenario document."""
+def _edit(change: Callable[[Document], None], mode: str = "distributed") -> Callable[[Path], Path]:
+    """A case that edits the scenario document (of a fixture scenario in ``mode``)."""
 
     def build(tmp_path: Path) -> Path:
-        path = _base(tmp_path)
+        path = _base(tmp_path, mode)
         document = yaml.safe_load(path.read_text())
         change(document)
         path.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -142,6 +150,84 @@ def _profile_with_negative_power(tmp_path: Path) -> Path:
     profile["energy"]["active_power_w"] = -3
     (tmp_path / "rtx-4050-laptop.yaml").write_text(yaml.safe_dump(profile))
     return _edit(_set("hardware_profiles.0.profile", "rtx-4050-laptop.yaml"))(tmp_path)
+
+
+def _second_class_linked(index: int, new_id: str) -> Callable[[Document], None]:
+    """Declare a copy of ``hardware_profiles[index]`` as ``new_id`` and link the two."""
+
+    def change(document: Document) -> None:
+        entry = dict(document["hardware_profiles"][index], id=new_id)
+        document["hardware_profiles"].append(entry)
+        first = document["hardware_profiles"][index]["id"]
+        document["network"]["links"].append(
+            {"src": first, "dst": new_id, "rtt_ms": 1, "bw_mbps": 100}
+        )
+        if entry["type"] == "draft":
+            document["network"]["links"].append(
+                {"src": new_id, "dst": "pool", "rtt_ms": 1, "bw_mbps": 100}
+            )
+
+    return change
+
+
+def _target_grid(
+    contexts: tuple[int, ...] = CONTEXT_AXIS, batches: tuple[int, ...] = BATCH_AXIS
+) -> Callable[[Path], None]:
+    """Rewrite the fixture's target LUT on another context or batch grid."""
+
+    def rewrite(tmp_path: Path) -> None:
+        write_lut(
+            tmp_path / "target.csv",
+            "target-model",
+            "a100-sxm4-80gb",
+            {phase: constant(10.0) for phase in ("prefill", "draft_decode", "verify")},
+            contexts=contexts,
+            batches=batches,
+        )
+
+    return rewrite
+
+
+def _lut_reach(
+    lut: Callable[[Path], None], change: Callable[[Document], None] = lambda _d: None
+) -> Callable[[Path], Path]:
+    """A case whose run would look a LUT up off its grid (``lut_out_of_range: raise``)."""
+
+    def build(tmp_path: Path) -> Path:
+        path = _edit(change)(tmp_path)
+        lut(tmp_path)
+        return path
+
+    return build
+
+
+TRACE_WORKLOAD = {"source": "trace://trace.csv", "slo": {"ttft_ms": 100, "tpot_ms": 10}}
+
+
+def _short_prompt_trace(tmp_path: Path) -> None:
+    """A target LUT from context 128 and a trace whose second row has a 3-token prompt."""
+    _target_grid(contexts=(128, 131072))(tmp_path)
+    (tmp_path / "trace.csv").write_text(
+        "arrival_s,prompt_tokens,output_tokens\n0,300,5\n1,3,5\n2,200,5\n"
+    )
+
+
+def _draft_grid_from_128(tmp_path: Path) -> None:
+    """A drafter LUT from context 128 (the fixture's prompts have 100 tokens)."""
+    write_lut(
+        tmp_path / "draft.csv",
+        "draft-model",
+        "rtx-4050-laptop",
+        {"prefill": constant(5.0), "draft_decode": constant(4.0)},
+        contexts=(128, 131072),
+    )
+
+
+def _long_drafts(document: Document) -> None:
+    """k = 9 (the fixture's LUTs stop at k = 8), outputs long enough to draft it."""
+    _set("speculation.k", 9)(document)
+    _set("speculation.adaptive_k", {"k_max": 12})(document)
+    _set("workload.synthetic.output_tokens.value", 50)(document)
 
 
 def _drop_key(key: str) -> Callable[[Document], None]:
@@ -253,6 +339,213 @@ CASES: dict[str, Case] = {
         "'pool'",
         "a different device than src",
     ),
+    "link between two target pools": Case(
+        _edit(_second_class_linked(1, "pool2")),
+        "scenario.yaml",
+        "network.links[1].dst",
+        "'pool2'",
+        "a draft class: a link joins client devices (draft) to a target pool",
+    ),
+    "link between two client classes": Case(
+        _edit(_second_class_linked(0, "phones")),
+        "scenario.yaml",
+        "network.links[1].dst",
+        "'phones'",
+        "a target class: a link joins client devices (draft) to a target pool",
+    ),
+    "fused model in distributed mode": Case(
+        _edit(_set("speculation.fused_models", [{"name": "fused-model", "lut": "fused.csv"}])),
+        "scenario.yaml",
+        "speculation.fused_models",
+        "['fused-model']",
+        "[] (mode 'distributed' uses drafter_models and verifier_models)",
+    ),
+    "fused model in none mode": Case(
+        _edit(_set("speculation.fused_models", [{"name": "f", "lut": "fused.csv"}]), "none"),
+        "scenario.yaml",
+        "speculation.fused_models",
+        "['f']",
+        "[] (mode 'none' uses verifier_models)",
+    ),
+    "drafter model in fused mode": Case(
+        _edit(_set("speculation.drafter_models", [{"name": "d", "lut": "draft.csv"}]), "fused"),
+        "scenario.yaml",
+        "speculation.drafter_models",
+        "['d']",
+        "[] (mode 'fused' uses fused_models)",
+    ),
+    "verifier model in fused mode": Case(
+        _edit(_set("speculation.verifier_models", [{"name": "v", "lut": "target.csv"}]), "fused"),
+        "scenario.yaml",
+        "speculation.verifier_models",
+        "['v']",
+        "[] (mode 'fused' uses fused_models)",
+    ),
+    "client class names a model in none mode": Case(
+        _edit(_set("hardware_profiles.0.model", "draft-model"), "none"),
+        "scenario.yaml",
+        "hardware_profiles[0].model",
+        "'draft-model'",
+        "null: mode 'none' runs no model on client devices",
+    ),
+    "acceptance curve on a verifier": Case(
+        _edit(_set("speculation.verifier_models.0.acceptance", "acc")),
+        "scenario.yaml",
+        "speculation.verifier_models[0].acceptance",
+        "'acc'",
+        "null: a verifier model does not draft",
+    ),
+    "parallelism of a drafter": Case(
+        _edit(_set("speculation.drafter_models.0.parallelism", {"tensor": 2})),
+        "scenario.yaml",
+        "speculation.drafter_models[0].parallelism.tensor",
+        "2",
+        "1 or left out: a client device runs its draft model unsplit",
+    ),
+    "k in none mode": Case(
+        _edit(_set("speculation.k", 6), "none"),
+        "scenario.yaml",
+        "speculation.k",
+        "6",
+        "4 (the default): nothing speculates in mode 'none'",
+    ),
+    "temperature in none mode": Case(
+        _edit(_set("speculation.temperature", 0.7), "none"),
+        "scenario.yaml",
+        "speculation.temperature",
+        "0.7",
+        "0 (the default): nothing speculates in mode 'none'",
+    ),
+    "adaptive k in none mode": Case(
+        _edit(_set("speculation.adaptive_k", {"k_max": 6}), "none"),
+        "scenario.yaml",
+        "speculation.adaptive_k.k_max",
+        "6",
+        "8 (the default): nothing speculates in mode 'none'",
+    ),
+    "acceptance curves in none mode": Case(
+        _edit(_set("speculation.acceptance_models", [{"name": "a", "file": "acc.yaml"}]), "none"),
+        "scenario.yaml",
+        "speculation.acceptance_models",
+        "[{'name': 'a', 'file': 'acc.yaml'}]",
+        "[] (the default): nothing speculates in mode 'none'",
+    ),
+    "hybrid policy outside hybrid mode": Case(
+        _edit(_set("speculation.hybrid", {"params": {"threshold_ms": 5}})),
+        "scenario.yaml",
+        "speculation.hybrid.params",
+        "{'threshold_ms': 5}",
+        "{} (the default): it applies only in mode 'hybrid', not 'distributed'",
+    ),
+    "microbatch on the prefill lane": Case(
+        _edit(_set("scheduler.prefill.microbatch", {"max_microbatch": 8})),
+        "scenario.yaml",
+        "scheduler.prefill.microbatch",
+        "unknown key",
+        "keys batching, params, policy",
+    ),
+    "microbatch on the draft lane": Case(
+        _edit(_set("scheduler.draft.microbatch", {"fallback": "per_request"})),
+        "scenario.yaml",
+        "scheduler.draft.microbatch",
+        "unknown key",
+        "keys batching, params, policy",
+    ),
+    "trace prompt shorter than the target LUT's grid": Case(
+        _lut_reach(_short_prompt_trace, _set("workload", TRACE_WORKLOAD)),
+        "scenario.yaml",
+        "workload.source",
+        "shortest prompt 3 tokens (request 1, row 2 of trace.csv)",
+        ">= 128 tokens, as its prefill is looked up at context >= 128, the smallest context_len "
+        "of LUT target.csv for phase=prefill",
+    ),
+    "synthetic prompt shorter than the draft LUT's grid": Case(
+        _lut_reach(_draft_grid_from_128),
+        "scenario.yaml",
+        "workload.synthetic.prompt_tokens",
+        "shortest prompt 100 tokens (request 0 of the generated workload)",
+        ">= 128 tokens, as its prefill is looked up at context >= 128, the smallest context_len "
+        "of LUT draft.csv for phase=prefill model=draft-model hardware=rtx-4050-laptop",
+    ),
+    "verify batch limit beyond the LUT's grid": Case(
+        _lut_reach(_target_grid(batches=(1, 2))),
+        "scenario.yaml",
+        "scheduler.verify.batching.max_batch",
+        "64",
+        "<= 2, the largest microbatch of LUT target.csv for phase=verify",
+    ),
+    "LUT grid without batches of one": Case(
+        _lut_reach(_target_grid(batches=(2, 4096))),
+        "scenario.yaml",
+        "speculation.verifier_models[0].lut",
+        "smallest microbatch 2 for phase prefill",
+        "a grid starting at microbatch 1 in LUT target.csv",
+    ),
+    "k beyond the LUT's fanout grid": Case(
+        _lut_reach(lambda _tmp_path: None, _long_drafts),
+        "scenario.yaml",
+        "speculation.k",
+        "9",
+        "<= 8, the largest fanout_k of LUT target.csv for phase=verify",
+    ),
+    "availability window beyond its period": Case(
+        _edit(
+            _set(
+                "hardware_profiles.0.availability",
+                {"kind": "windows", "period_s": 10, "windows": [{"start_s": 2, "end_s": 12}]},
+            )
+        ),
+        "scenario.yaml",
+        "hardware_profiles[0].availability.windows[0].end_s",
+        "12",
+        "<= period_s (10)",
+    ),
+    "availability windows without a period": Case(
+        _edit(
+            _set(
+                "hardware_profiles.0.availability",
+                {"kind": "windows", "windows": [{"start_s": 2, "end_s": 5}]},
+            )
+        ),
+        "scenario.yaml",
+        "hardware_profiles[0].availability.period_s",
+        "None",
+        "a number > 0",
+    ),
+    "availability key misspelt": Case(
+        _edit(_set("hardware_profiles.0.availability", {"kinds": "always"})),
+        "scenario.yaml",
+        "hardware_profiles[0].availability.kinds",
+        "did you mean 'kind'",
+        "keys kind, period_s, windows",
+    ),
+    "availability windows on clients that do not draft": Case(
+        _edit(
+            _set(
+                "hardware_profiles.0.availability",
+                {"kind": "windows", "period_s": 10, "windows": [{"start_s": 0, "end_s": 5}]},
+            ),
+            "fused",
+        ),
+        "scenario.yaml",
+        "hardware_profiles[0].availability",
+        "'period_s': 10",
+        "kind 'always' (or null)",
+    ),
+    "draft lane settings in none mode": Case(
+        _edit(_set("scheduler.draft", {"batching": {"max_batch": 4}}), "none"),
+        "scenario.yaml",
+        "scheduler.draft.batching.max_batch",
+        "4",
+        "32 (the default): no client device drafts in mode 'none'",
+    ),
+    "draft payload in fused mode": Case(
+        _edit(_set("network.payload", {"bytes_per_draft_token": 8}), "fused"),
+        "scenario.yaml",
+        "network.payload.bytes_per_draft_token",
+        "8",
+        "4 (the default): no client device drafts in mode 'fused'",
+    ),
     "duplicate hardware id": Case(
         _edit(lambda d: d["hardware_profiles"].append(dict(d["hardware_profiles"][0]))),
         "scenario.yaml",
@@ -335,7 +628,28 @@ CASES: dict[str, Case] = {
         "scenario.yaml",
         "planner.enabled",
         "True",
-        "false",
+        "false (the default): the goodput planner is not part of this version",
+    ),
+    "planner interval": Case(
+        _edit(_set("planner", {"interval_s": 5})),
+        "scenario.yaml",
+        "planner.interval_s",
+        "5",
+        "10 (the default): the goodput planner is not part of this version",
+    ),
+    "planner objectives": Case(
+        _edit(_set("planner", {"objectives": ["energy"]})),
+        "scenario.yaml",
+        "planner.objectives",
+        "['energy']",
+        '["goodput"] (the default): the goodput planner is not part of this version',
+    ),
+    "planner candidates": Case(
+        _edit(_set("planner", {"candidates": {"k": [2, 4]}})),
+        "scenario.yaml",
+        "planner.candidates.k",
+        "[2, 4]",
+        "the key left out: the goodput planner is not part of this version",
     ),
     "empty planner candidates": Case(
         _edit(_set("planner", {"candidates": {"k": []}})),
@@ -497,8 +811,8 @@ def test_simulate_rejects_a_bad_override_end_to_end(tmp_path):
     assert "did you mean 'k'" in done.stderr
 
 
-def test_a_gap_found_mid_run_is_an_input_error_not_a_traceback(tmp_path):
-    """A context below a LUT's grid is only met while running; it still exits 2."""
+def test_a_gap_the_run_would_meet_is_refused_before_it_starts(tmp_path):
+    """A prompt below a LUT's context grid is found by the loader: exit 2, no results."""
     scenario = write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 50, 10))
     write_lut(
         tmp_path / "target.csv",
@@ -510,7 +824,8 @@ def test_a_gap_found_mid_run_is_an_input_error_not_a_traceback(tmp_path):
     done = run_python("-m", "simulator.cli", str(scenario), "-o", str(tmp_path / "out"), "-q")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert "target.csv: lookup of phase=prefill" in done.stderr
-    assert "got 50" in done.stderr
-    assert "128 to 131072" in done.stderr
+    assert "scenario.yaml: workload.synthetic.prompt_tokens" in done.stderr
+    assert "got 'shortest prompt 50 tokens (request 0 of the generated workload)'" in done.stderr
+    assert ">= 128 tokens, as its prefill is looked up at context >= 128" in done.stderr
+    assert "or set simulation.lut_out_of_range: clamp or extrapolate" in done.stderr
     assert not (tmp_path / "out").exists()

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from simulator.acceptance import load_acceptance_model
+from simulator.errors import InputError
+from simulator.runner import build_requests, run
+from simulator.scenario import load_scenario
 from simulator.validate import validate_file
 from tests.commands import run_python
 from tests.golden.runs import EXAMPLES, GOLDEN_FILE, ROOT, TEST_SIZE, key_figures, run_example
@@ -81,3 +84,32 @@ def test_none_baseline_speculates_nothing_and_fused_has_no_network_rounds():
     assert GOLDEN["none_baseline"]["tvt_p50_ms"] is None
     assert GOLDEN["low_rtt_fused"]["tvt_p50_ms"] is None
     assert GOLDEN["low_rtt_distributed"]["tvt_p50_ms"] > 0
+
+
+RUN_CAP = "workload.max_requests=120"
+LONG_PROMPTS = "workload.prompt_length_override={dist: uniform, low: 128, high: 1024}"
+
+
+def _runs_or_is_refused(path: Path, overrides: list[str]) -> bool:
+    """Load with ``overrides``; when it loads, it must run. Return whether it loaded."""
+    try:
+        scenario = load_scenario(path, overrides)
+    except InputError as exc:
+        assert all(issue.file == str(path) for issue in exc.issues), exc
+        return False
+    result = run(scenario)
+    assert len(result.requests) == len(build_requests(scenario))
+    return True
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_shipped_scenario_runs_and_raise_is_checked_before_the_run(path):
+    """A shipped scenario runs as shipped; under lut_out_of_range: raise it either is
+    refused by the loader or runs through, never failing mid-run."""
+    assert _runs_or_is_refused(path, [RUN_CAP])
+    strict = [RUN_CAP, "simulation.lut_out_of_range=raise"]
+    loaded = _runs_or_is_refused(path, strict)
+    if "trace://" in path.read_text():
+        # Prompts of at least 128 tokens are on every shipped LUT's grid.
+        assert _runs_or_is_refused(path, [*strict, LONG_PROMPTS])
+        assert not loaded  # the shipped traces hold prompts below 128 tokens

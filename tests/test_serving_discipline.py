@@ -458,3 +458,16 @@ def test_chunked_prefill_refuses_prefill_limits_it_does_not_use(tmp_path):
     with pytest.raises(InputError) as caught:
         load_scenario(path)
     assert "scheduler.prefill.batching.max_wait_ms" in str(caught.value)
+
+
+def test_scenario_availability_on_a_target_class_replaces_its_profiles(tmp_path):
+    """hardware_profiles[].availability on a pool: its replica waits for the window."""
+    path = write_scenario(tmp_path, mode="none", workload=synthetic(1, 1.0, 100, 3))
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][1]["availability"] = {
+        "kind": "windows",
+        "period_s": 10.0,
+        "windows": [{"start_s": 2.0, "end_s": 10.0}],
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    assert _requests(path)["ttft_server_ms"].iloc[0] > 2000.0

@@ -8,8 +8,10 @@ them up by id.
 
 from __future__ import annotations
 
+from simulator.devices.checks import availability_section_issues
 from simulator.devices.load import (
     SCHEMA_NAME,
+    build_availability,
     build_profile,
     load_device_profile,
     load_device_profiles,
@@ -54,6 +56,8 @@ __all__ = [
     "ParallelismLimits",
     "ThermalSpec",
     "UnknownDeviceError",
+    "availability_section_issues",
+    "build_availability",
     "build_profile",
     "load_device_profile",
     "load_device_profiles",

@@ -276,7 +276,18 @@ def per_gpu_issues(doc: Mapping[str, Any], file: Path) -> list[Issue]:
 
 def availability_issues(doc: Mapping[str, Any], file: Path) -> list[Issue]:
     """``always`` has no schedule; ``windows`` has a period and ordered windows inside it."""
-    availability = doc["availability"]
+    return availability_section_issues(doc["availability"], file, "availability")
+
+
+def availability_section_issues(
+    availability: Mapping[str, Any], file: Path, key: str
+) -> list[Issue]:
+    """Check one default-filled ``availability`` block found at key path ``key`` of ``file``.
+
+    A profile's block and a scenario's override (``hardware_profiles[].availability``)
+    follow the same rules: ``always`` has no schedule; ``windows`` has a period
+    and sorted, non-overlapping windows inside it.
+    """
     kind = availability["kind"]
     period = availability["period_s"]
     windows = availability["windows"]
@@ -286,7 +297,7 @@ def availability_issues(doc: Mapping[str, Any], file: Path) -> list[Issue]:
             issues.append(
                 make_issue(
                     file,
-                    "availability.period_s",
+                    f"{key}.period_s",
                     period,
                     "null with kind 'always'",
                     "a period only applies to kind 'windows'",
@@ -296,7 +307,7 @@ def availability_issues(doc: Mapping[str, Any], file: Path) -> list[Issue]:
             issues.append(
                 make_issue(
                     file,
-                    "availability.windows",
+                    f"{key}.windows",
                     windows,
                     "[] with kind 'always'",
                     "windows only apply to kind 'windows'",
@@ -307,7 +318,7 @@ def availability_issues(doc: Mapping[str, Any], file: Path) -> list[Issue]:
         issues.append(
             make_issue(
                 file,
-                "availability.period_s",
+                f"{key}.period_s",
                 None,
                 "a number > 0",
                 "required for kind 'windows'",
@@ -317,7 +328,7 @@ def availability_issues(doc: Mapping[str, Any], file: Path) -> list[Issue]:
         issues.append(
             make_issue(
                 file,
-                "availability.windows",
+                f"{key}.windows",
                 windows,
                 "at least one {start_s, end_s}",
                 "required for kind 'windows'",
@@ -326,7 +337,7 @@ def availability_issues(doc: Mapping[str, Any], file: Path) -> list[Issue]:
     previous_end = 0.0
     for index, window in enumerate(windows):
         start, end = window["start_s"], window["end_s"]
-        where = f"availability.windows[{index}]"
+        where = f"{key}.windows[{index}]"
         if end <= start:
             issues.append(
                 make_issue(file, f"{where}.end_s", end, f"> start_s ({start})", "empty window")

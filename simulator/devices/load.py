@@ -176,7 +176,8 @@ def _network(section: Mapping[str, Any]) -> NetworkSpec:
     )
 
 
-def _availability(section: Mapping[str, Any]) -> Availability:
+def build_availability(section: Mapping[str, Any]) -> Availability:
+    """Turn a checked, default-filled ``availability`` block into an :class:`Availability`."""
     return Availability(
         kind=cast(AvailabilityKind, section["kind"]),
         period_s=_opt_float(section["period_s"]),
@@ -230,7 +231,7 @@ def build_profile(document: Mapping[str, Any], source_file: str | None = None) -
         compute=_compute(document["compute"]),
         memory=_memory(document["memory"]),
         network=_network(document["network"]),
-        availability=_availability(document["availability"]),
+        availability=build_availability(document["availability"]),
         energy=_energy(document["energy"]),
         cost=CostSpec(usd_per_hour=_opt_float(document["cost"]["usd_per_hour"])),
         sources=tuple((str(k), str(v)) for k, v in document["sources"].items()),

@@ -150,6 +150,8 @@ class Engine:
         self.device_rng = streams.get("devices")
         self.network = Network(settings.jitter, streams.get("jitter"))
         sched = settings.scheduler
+        micro = sched.verify.microbatch
+        assert micro is not None  # the verify lane always has microbatch settings
         self.context = ServerContext(
             env=self.env,
             lifecycle=self,
@@ -165,7 +167,7 @@ class Engine:
                 ),
             },
             arbiter=_instantiate(sched.arbitration),
-            microbatcher=Microbatcher(sched.verify.microbatch, sched.verify.limits.max_batch),
+            microbatcher=Microbatcher(micro, sched.verify.limits.max_batch),
             kv_policy=sched.kv_on_full,
             k_reserve=(settings.k_max + 1) if settings.mode != "none" else 0,
             k_max=settings.k_max,

@@ -226,7 +226,7 @@ class _Resolver:
             kv_capacity_mb=_kv_capacity_mb(device, static_mb),
             kv_mb_per_token=per_token,
             thermal=device.profile.compute.thermal,
-            availability=device.profile.availability,
+            availability=device.availability,
             gpus=device.profile.compute.gpus_per_replica,
             fused_acceptance=self.acceptance(device.fused_model) if fused else None,
         )
@@ -248,7 +248,7 @@ class _Resolver:
             draft=self.cost(model, device, "draft_decode") if drafts and model else None,
             max_concurrent=compute.max_concurrent_requests or 1,
             thermal=compute.thermal,
-            availability=device.profile.availability,
+            availability=device.availability,
             kv_limit_mb=device.profile.memory.kv_cache_limit_mb,
             acceptance=self.acceptance(device.model) if drafts else None,
             links=links,

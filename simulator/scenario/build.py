@@ -8,14 +8,21 @@ raising, so that one run of the validator reports every problem of a scenario
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from policies import registry
 from policies.batching import BatchLimits
 from simulator.acceptance import load_acceptance_model
-from simulator.devices import DeviceProfile, load_device_profile
+from simulator.devices import (
+    Availability,
+    DeviceProfile,
+    availability_section_issues,
+    build_availability,
+    load_device_profile,
+)
 from simulator.errors import InputError, Issue, make_issue
 from simulator.loading import resolve_path, schema_issues
 from simulator.lut import LutKey, LutManager, LutTable, load_lut
@@ -38,6 +45,8 @@ from simulator.scenario.model import (
     SimulationSpec,
     SpeculationSpec,
 )
+from simulator.scenario.reach import lut_reach_issues
+from simulator.scenario.schema import scenario_schema
 from simulator.workload import WorkloadSpec, build_workload_spec
 
 T = TypeVar("T")
@@ -60,6 +69,36 @@ MODEL_LISTS: Mapping[str, str] = {
     "fused_models": "fused",
 }
 
+SPECULATING_KEYS: tuple[str, ...] = ("k", "temperature", "adaptive_k", "acceptance_models")
+"""``speculation`` keys that only matter when something speculates (not in mode ``none``)."""
+
+_SCHEMA = scenario_schema()
+"""The assembled scenario schema, for the defaults of keys."""
+
+
+_UNSET = object()
+"""Stands for the default of a key whose schema gives none (the key left out)."""
+
+
+def _non_defaults(
+    node: Mapping[str, Any], schema: Mapping[str, Any], prefix: str
+) -> Iterator[tuple[str, Any, Any]]:
+    """Yield ``(key path, value, default)`` of each key under ``node`` not at its default.
+
+    Objects with their own properties are searched key by key, so the path
+    names the innermost key that was set; a key whose schema has no default
+    counts as set whenever it is present.
+    """
+    for name, sub in schema.get("properties", {}).items():
+        if name not in node:
+            continue
+        value = node[name]
+        path = f"{prefix}.{name}"
+        if isinstance(value, Mapping) and sub.get("properties"):
+            yield from _non_defaults(value, sub, path)
+        elif value != sub.get("default", _UNSET):
+            yield path, value, sub.get("default", _UNSET)
+
 
 class _Builder:
     """Accumulates issues while turning one validated document into a Scenario."""
@@ -73,6 +112,25 @@ class _Builder:
     # -- helpers -----------------------------------------------------------
     def issue(self, key: str, value: object, allowed: str, problem: str) -> None:
         self.issues.append(make_issue(self.file, key, value, allowed, problem))
+
+    def refuse_non_defaults(self, section: str, keys: tuple[str, ...], reason: str) -> None:
+        """Report every key of ``section`` (only ``keys``, if given) that is not at its default.
+
+        For settings that would change nothing in this scenario: ``reason``
+        says why, as the end of the ``allowed`` text.
+        """
+        node: Mapping[str, Any] = self.doc
+        schema: Mapping[str, Any] = _SCHEMA
+        for part in section.split("."):
+            node = node[part]
+            schema = schema["properties"][part]
+        if keys:
+            schema = {"properties": {k: v for k, v in schema["properties"].items() if k in keys}}
+        for path, value, default in _non_defaults(node, schema, section):
+            allowed = (
+                "the key left out" if default is _UNSET else f"{json.dumps(default)} (the default)"
+            )
+            self.issue(path, value, f"{allowed}: {reason}", "setting that would have no effect")
 
     def load_file(self, key: str, value: str, loader: Callable[[Path], T], what: str) -> T | None:
         """Load a referenced file; its own problems are reported under its own name."""
@@ -149,9 +207,19 @@ class _Builder:
                         "unknown device",
                     )
             pair = frozenset((raw["src"], raw["dst"]))
+            src_type, dst_type = device_ids.get(raw["src"]), device_ids.get(raw["dst"])
             if raw["src"] == raw["dst"]:
                 self.issue(
                     f"{key}.dst", raw["dst"], "a different device than src", "link to itself"
+                )
+            elif src_type is not None and src_type == dst_type:
+                other = "target" if src_type == "draft" else "draft"
+                self.issue(
+                    f"{key}.dst",
+                    raw["dst"],
+                    f"a {other} class: a link joins client devices (draft) to a target pool",
+                    f"link between two {src_type} classes ({raw['src']} and {raw['dst']}): "
+                    "no work moves between them in this version",
                 )
             elif pair in seen:
                 self.issue(
@@ -208,9 +276,19 @@ class _Builder:
         mode = spec["mode"]
         needed = PHASES_BY_MODE[mode]
         models: dict[str, ModelSpec] = {}
+        used = [k for k, v in MODEL_LISTS.items() if v in needed]
         for list_key, kind in MODEL_LISTS.items():
+            if kind not in needed and spec[list_key]:
+                self.issue(
+                    f"speculation.{list_key}",
+                    [raw["name"] for raw in spec[list_key]],
+                    f"[] (mode {mode!r} uses {' and '.join(used)})",
+                    f"mode {mode!r} runs no {kind} model",
+                )
+                continue
             for index, raw in enumerate(spec[list_key]):
                 key = f"speculation.{list_key}[{index}]"
+                self.model_kind_keys(key, kind, raw)
                 if raw["name"] in models:
                     self.issue(
                         f"{key}.name",
@@ -273,6 +351,26 @@ class _Builder:
                 )
         return models
 
+    def model_kind_keys(self, key: str, kind: str, raw: Mapping[str, Any]) -> None:
+        """Refuse model keys its kind does not use: a verifier's curve, a drafter's split."""
+        if kind == "verifier" and raw["acceptance"] is not None:
+            self.issue(
+                f"{key}.acceptance",
+                raw["acceptance"],
+                "null: a verifier model does not draft (name the curve on the drafter or "
+                "fused model)",
+                "acceptance curve on a verifier model",
+            )
+        if kind == "drafter":
+            for axis, degree in raw["parallelism"].items():
+                if degree != 1:
+                    self.issue(
+                        f"{key}.parallelism.{axis}",
+                        degree,
+                        "1 or left out: a client device runs its draft model unsplit",
+                        "parallelism of a drafter model",
+                    )
+
     def device_classes(
         self,
         profiles: Mapping[str, DeviceProfile | None],
@@ -292,8 +390,12 @@ class _Builder:
                 if "drafter" in needed:
                     model = self.pick_model(f"{key}.model", entry["model"], "drafter", models)
                 elif entry["model"] is not None:
-                    self.pick_model(f"{key}.model", entry["model"], "drafter", models)
-                    model = entry["model"]
+                    self.issue(
+                        f"{key}.model",
+                        entry["model"],
+                        f"null: mode {mode!r} runs no model on client devices",
+                        "model on a client class that does not draft",
+                    )
                 tp = pp = 1
             else:
                 if "verifier" in needed:
@@ -307,6 +409,8 @@ class _Builder:
             price = entry["usd_per_hour"]
             if price is None:
                 price = profile.cost.usd_per_hour
+            works = entry["type"] == "target" or "drafter" in needed
+            availability = self.availability(key, entry, profile, works)
             classes.append(
                 DeviceClass(
                     id=entry["id"],
@@ -319,6 +423,7 @@ class _Builder:
                     tensor_parallel=int(tp),
                     pipeline_parallel=int(pp),
                     usd_per_hour=None if price is None else float(price),
+                    availability=availability,
                 )
             )
         if not any(e["type"] == "target" for e in self.doc["hardware_profiles"]):
@@ -338,6 +443,33 @@ class _Builder:
                 f"mode {mode!r} needs client devices that draft",
             )
         return classes
+
+    def availability(
+        self, key: str, entry: Mapping[str, Any], profile: DeviceProfile, works: bool
+    ) -> Availability:
+        """The class's availability: its own block (checked as a profile's), else the profile's.
+
+        Target replicas and draft devices that draft (modes distributed and
+        hybrid) follow availability windows; windows on a client class that
+        drafts nothing are refused.
+        """
+        raw = entry["availability"]
+        if raw is None:
+            chosen = profile.availability
+        else:
+            problems = availability_section_issues(raw, self.file, f"{key}.availability")
+            self.issues.extend(problems)
+            chosen = profile.availability if problems else build_availability(raw)
+        if chosen.kind != "always" and not works:
+            where = f"{key}.availability" if raw is not None else f"{key}.profile"
+            self.issue(
+                where,
+                raw if raw is not None else f"{profile.id}: availability kind {chosen.kind!r}",
+                "kind 'always' (or null): availability windows delay the work of target replicas, "
+                "and of draft devices in modes distributed and hybrid only",
+                f"availability windows on a {entry['type']} class that would ignore them",
+            )
+        return chosen
 
     def pick_model(
         self, key: str, name: str | None, kind: str, models: Mapping[str, ModelSpec]
@@ -427,6 +559,15 @@ class _Builder:
         self, models: dict[str, ModelSpec], curves: dict[str, AcceptanceCurve]
     ) -> SpeculationSpec:
         spec = self.doc["speculation"]
+        mode = spec["mode"]
+        if mode == "none":
+            self.refuse_non_defaults(
+                "speculation", SPECULATING_KEYS, "nothing speculates in mode 'none'"
+            )
+        if mode != "hybrid":
+            self.refuse_non_defaults(
+                "speculation.hybrid", (), f"it applies only in mode 'hybrid', not {mode!r}"
+            )
         adaptive = spec["adaptive_k"]
         k = int(spec["k"])
         k_min, k_max = int(adaptive["k_min"]), int(adaptive["k_max"])
@@ -475,12 +616,17 @@ class _Builder:
     def lane(self, name: str, family: str) -> LaneSpec:
         raw = self.doc["scheduler"][name]
         batching = raw["batching"]
-        micro = raw["microbatch"]
-        return LaneSpec(
+        lane = LaneSpec(
             policy=self.policy(family, raw["policy"], raw["params"], f"scheduler.{name}"),
             limits=BatchLimits(
                 int(batching["max_batch"]), float(batching["max_wait_ms"]), batching["max_tokens"]
             ),
+        )
+        if "microbatch" not in raw:  # only the verify lane has microbatch settings
+            return lane
+        micro = raw["microbatch"]
+        return replace(
+            lane,
             microbatch=MicrobatchSpec(
                 int(micro["max_microbatch"]),
                 micro["fallback"],
@@ -512,6 +658,10 @@ class _Builder:
                 "decode-lane requests never wait for a batch: each is ready again when its "
                 "own iteration ends",
             )
+        if "drafter" not in PHASES_BY_MODE[mode]:
+            reason = f"no client device drafts in mode {mode!r}"
+            self.refuse_non_defaults("scheduler.draft", (), reason)
+            self.refuse_non_defaults("network.payload", ("bytes_per_draft_token",), reason)
         return SchedulerSpec(
             prefill=self.lane("prefill", "prefill_batching"),
             draft=self.lane("draft", "draft_scheduling"),
@@ -540,28 +690,18 @@ class _Builder:
 
     def planner(self) -> PlannerSpec:
         raw = self.doc["planner"]
-        candidates = {name: tuple(values) for name, values in raw["candidates"].items()}
-        if raw["enabled"]:
-            self.issue(
-                "planner.enabled",
-                True,
-                "false (the goodput planner's what-if search is not part of this version; "
-                "the engine's what-if windows are available from Python: simulator.run(..., in_flight=...))",
-                "planner not available",
-            )
-        if raw["enabled"] and not candidates:
-            self.issue(
-                "planner.candidates",
-                {},
-                "at least one non-empty candidate list",
-                "planner enabled without candidates",
-            )
+        self.refuse_non_defaults(
+            "planner",
+            (),
+            "the goodput planner is not part of this version (the engine's what-if windows "
+            "are available from Python: simulator.run(..., in_flight=...))",
+        )
         return PlannerSpec(
             bool(raw["enabled"]),
             float(raw["interval_s"]),
             float(raw["window_s"]),
             tuple(raw["objectives"]),
-            candidates,
+            {name: tuple(values) for name, values in raw["candidates"].items()},
         )
 
     def metrics(self) -> MetricsSpec:
@@ -638,6 +778,10 @@ def build_scenario(
     ``resolved`` is the document to record as the scenario's resolved form
     (default: ``document``).
 
+    With ``simulation.lut_out_of_range: raise``, the LUT lookups the run
+    will make for the workload's requests are checked against the grids too
+    (see :mod:`simulator.scenario.reach`), once everything else is valid.
+
     Raises:
         InputError: With every cross-field and referenced-file problem.
     """
@@ -666,7 +810,7 @@ def build_scenario(
     if builder.issues:
         raise InputError(builder.issues)
     assert workload is not None  # no issues means the workload was built
-    return Scenario(
+    scenario = Scenario(
         scenario_id=document["scenario_id"],
         seed=int(document["seed"]),
         source_file=file,
@@ -682,3 +826,8 @@ def build_scenario(
         luts=manager,
         resolved_json=json.dumps(resolved if resolved is not None else document),
     )
+    if scenario.simulation.lut_out_of_range == "raise":
+        reach = lut_reach_issues(scenario)
+        if reach:
+            raise InputError(reach)
+    return scenario

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from policies.batching import BatchLimits
 from simulator.acceptance import AcceptanceModel
-from simulator.devices import DeviceProfile
+from simulator.devices import Availability, DeviceProfile
 from simulator.lut import LutKey, LutManager, OutOfRange
 from simulator.workload import WorkloadSpec
 
@@ -89,6 +89,8 @@ class DeviceClass:
         tensor_parallel: TP degree of a replica (1 for draft devices).
         pipeline_parallel: PP degree of a replica (1 for draft devices).
         usd_per_hour: Price per device/replica-hour, if known.
+        availability: When the devices or replicas can work: the scenario's
+            ``availability`` for the class, else the profile's.
     """
 
     id: str
@@ -101,6 +103,7 @@ class DeviceClass:
     tensor_parallel: int
     pipeline_parallel: int
     usd_per_hour: float | None
+    availability: Availability
 
     @property
     def hardware(self) -> str:
@@ -213,11 +216,19 @@ class MicrobatchSpec:
 
 @dataclass(frozen=True)
 class LaneSpec:
-    """One lane's batching policy and limits."""
+    """One lane's batching policy and limits.
+
+    Attributes:
+        policy: The lane's batching policy.
+        limits: Its size and timeout limits.
+        microbatch: Verify lane: how an iteration's batch splits into
+            microbatches; ``None`` for the prefill and draft lanes, which have
+            no microbatch settings.
+    """
 
     policy: PolicyChoice
     limits: BatchLimits
-    microbatch: MicrobatchSpec
+    microbatch: MicrobatchSpec | None = None
 
 
 @dataclass(frozen=True)

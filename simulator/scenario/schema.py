@@ -1,10 +1,14 @@
 """Assembly of the complete scenario JSON Schema.
 
-The packaged ``scenario.schema.json`` leaves two things open: the
-``workload`` section (its own file, ``workload.schema.json``) and the valid
-names of every ``policy`` key, which come from the policy registries. This
+The packaged ``scenario.schema.json`` leaves three things open: the
+``workload`` section (its own file, ``workload.schema.json``),
+``hardware_profiles[].availability`` (the device profile schema's
+``availability`` block) and the valid names of every ``policy`` key, which
+come from the policy registries. This
 module fills both in, inlines the ``$defs`` so defaults can be filled by a
-plain walk, and returns the finished schema.
+plain walk (``properties`` written beside a ``$ref`` extend the definition's,
+as the verify lane adds ``microbatch`` to the common lane), and returns the
+finished schema.
 """
 
 from __future__ import annotations
@@ -38,7 +42,12 @@ def _inline_refs(node: Any, defs: Mapping[str, Any]) -> Any:
             if not isinstance(ref, str) or not ref.startswith(prefix):
                 raise ValueError(f"unsupported $ref {ref!r} in the scenario schema")
             merged = copy.deepcopy(defs[ref[len(prefix) :]])
-            merged.update({k: v for k, v in node.items() if k != "$ref"})
+            for key, value in node.items():
+                if key == "properties":
+                    # Properties beside a $ref add to (or replace single) definitions' ones.
+                    merged.setdefault("properties", {}).update(copy.deepcopy(value))
+                elif key != "$ref":
+                    merged[key] = value
             return _inline_refs(merged, defs)
         return {k: _inline_refs(v, defs) for k, v in node.items()}
     if isinstance(node, list):
@@ -65,12 +74,29 @@ def _apply_policy_enums(node: Any, enums: Mapping[str, list[str]]) -> None:
             _apply_policy_enums(value, enums)
 
 
+def _availability_override() -> dict[str, Any]:
+    """``hardware_profiles[].availability``: a device profile's availability block, or null."""
+    block: dict[str, Any] = load_packaged_schema("device_profile.schema.json")["properties"][
+        "availability"
+    ]
+    block["type"] = ["object", "null"]
+    block["default"] = None
+    block["description"] = (
+        "When the devices of this class can work, replacing the profile's availability "
+        "(same keys and rules as the profile's block; null: the profile's). Windows delay the work of "
+        "draft devices in modes distributed and hybrid; elsewhere only kind always is accepted."
+    )
+    return block
+
+
 @cache
 def _assembled() -> dict[str, Any]:
     schema = load_packaged_schema("scenario.schema.json")
     defs = schema.pop("$defs", {})
     schema = _inline_refs(schema, defs)
     schema["properties"]["workload"] = load_packaged_schema("workload.schema.json")
+    entry = schema["properties"]["hardware_profiles"]["items"]["properties"]
+    entry["availability"] = _availability_override()
     _apply_policy_enums(schema, policy_enums())
     result: dict[str, Any] = schema
     return result
