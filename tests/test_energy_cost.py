@@ -37,6 +37,7 @@ def usage(**changes: object) -> ClassUsage:
         "busy_energy_j": 100.0,
         "lut_energy": True,
         "idle_power_w": None,
+        "active_power_w": None,
         "usd_per_hour": None,
     }
     fields.update(changes)
@@ -107,6 +108,17 @@ def test_idle_power_of_a_profile_reaches_the_summary(tmp_path):
     assert pool["idle_measured"] and pool["idle_j"] > 0
     assert idle["total_j"] == pytest.approx(base["total_j"] + pool["idle_j"])
     assert "a100_pool" not in idle["idle_not_measured"]
+
+
+def test_active_power_prices_busy_time_where_the_lut_has_no_energy():
+    entry = class_energy(usage(lut_energy=False, active_power_w=30.0), simulated_s=10.0)
+    assert entry["busy_j"] == pytest.approx(30.0 * 4.0)
+    assert entry["busy_source"] == "active_power"
+    assert entry["measured"] is True
+    without = class_energy(usage(lut_energy=False), simulated_s=10.0)
+    assert without["busy_j"] is None and without["busy_source"] is None
+    from_lut = class_energy(usage(active_power_w=30.0), simulated_s=10.0)
+    assert from_lut["busy_j"] == 100.0 and from_lut["busy_source"] == "lut"
 
 
 def test_draft_device_price_per_hour_is_used():

@@ -90,3 +90,14 @@ def test_censored_view_equals_the_plain_one_when_everything_ends(tmp_path):
     assert summary["latency_ms_censored"]["ttft"] == summary["latency_ms"]["ttft"]
     assert summary["latency_ms_censored"]["e2e"] == summary["latency_ms"]["e2e"]
     assert summary["measurement"]["not_arrived"] == 0
+
+
+def test_energy_per_token_divides_whole_run_energy_by_whole_run_tokens(cut_run):
+    """Energy covers the whole run, warm-up included, so its tokens do too."""
+    energy = cut_run.summary["energy"]
+    tokens = int(cut_run.requests["generated_tokens"].sum())
+    completed_measured = cut_run.requests[
+        (cut_run.requests["outcome"] == "completed") & (cut_run.requests["arrival_s"] >= WARMUP_S)
+    ]["generated_tokens"].sum()
+    assert tokens > completed_measured  # warm-up and unfinished requests produced tokens
+    assert energy["j_per_output_token"] == pytest.approx(energy["total_j"] / tokens)

@@ -100,6 +100,8 @@ class ClassInfo:
         gpus: GPUs of all its units (0 for draft devices).
         lut_keys: LUT keys its units price their work with.
         idle_power_w: Idle power of one unit, if known.
+        active_power_w: Power of one unit while working, if known (prices
+            busy time where the LUT has no energy).
         usd_per_hour: Price of one unit per hour, if known.
     """
 
@@ -109,6 +111,7 @@ class ClassInfo:
     gpus: int
     lut_keys: tuple[LutKey, ...]
     idle_power_w: float | None
+    active_power_w: float | None
     usd_per_hour: float | None
 
 
@@ -269,6 +272,7 @@ class _Resolver:
             gpus=gpus,
             lut_keys=keys,
             idle_power_w=device.profile.energy.idle_power_w,
+            active_power_w=device.profile.energy.active_power_w,
             usd_per_hour=device.usd_per_hour,
         )
 

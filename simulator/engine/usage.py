@@ -41,6 +41,7 @@ class ClassUsage:
         lut_energy: Whether every LUT key the class used (or would use) has
             energy data; true for a class that runs no model.
         idle_power_w: Idle power of one unit from its profile, if known.
+        active_power_w: Power of one unit while working, from its profile, if known.
         usd_per_hour: Price of one unit per hour (scenario or profile), if known.
     """
 
@@ -52,6 +53,7 @@ class ClassUsage:
     busy_energy_j: float
     lut_energy: bool
     idle_power_w: float | None
+    active_power_w: float | None
     usd_per_hour: float | None
 
 
@@ -84,6 +86,7 @@ def class_usage(
                 busy_energy_j=sum(u.energy_j for u in done),
                 lut_energy=all(luts.has_energy(key) for key in cls.lut_keys),
                 idle_power_w=cls.idle_power_w,
+                active_power_w=cls.active_power_w,
                 usd_per_hour=cls.usd_per_hour,
             )
         )

@@ -4,10 +4,13 @@ Every device class of the scenario (target pools and draft/client classes)
 gets an entry in ``energy.by_device_class`` and ``cost.by_device_class`` of
 ``summary.json``:
 
-- **busy energy** is the LUT energy of the class's iterations. It is known
-  (``measured: true``) when every LUT key the class uses has energy data
-  (some ``energy_mj`` > 0; a LUT without an energy model writes 0 in every
-  row), or when the class runs no model. Otherwise ``busy_j`` is ``null``.
+- **busy energy** is the LUT energy of the class's iterations when every
+  LUT key the class uses has energy data (some ``energy_mj`` > 0; a LUT
+  without an energy model writes 0 in every row), or when the class runs no
+  model (``busy_source: lut``). Where the LUT has none but the profile gives
+  ``energy.active_power_w``, it is that power times the busy seconds
+  (``busy_source: active_power``). Otherwise ``busy_j`` is ``null`` and
+  ``measured`` is false.
 - **idle energy** is ``energy.idle_power_w`` of the profile times the idle
   seconds of all units (units × run length − busy seconds); ``null`` when
   the profile has no idle power.
@@ -34,7 +37,10 @@ from simulator.engine.usage import ClassUsage
 J_PER_KWH = 3.6e6
 S_PER_HOUR = 3600.0
 
-NO_LUT_ENERGY = "busy energy: energy_mj is 0 in every LUT row the class uses"
+NO_LUT_ENERGY = (
+    "busy energy: energy_mj is 0 in every LUT row the class uses and the profile has no "
+    "energy.active_power_w"
+)
 NO_IDLE_POWER = "idle energy: the profile has no energy.idle_power_w"
 NO_HOURLY_PRICE = (
     "usd_per_hour (scenario hardware_profiles[].usd_per_hour or profile cost.usd_per_hour)"
@@ -43,7 +49,12 @@ NO_HOURLY_PRICE = (
 
 def class_energy(usage: ClassUsage, simulated_s: float) -> dict[str, Any]:
     """Energy entry of one device class (see the module docstring)."""
-    busy_j = usage.busy_energy_j if usage.lut_energy else None
+    busy_j: float | None = None
+    source = None
+    if usage.lut_energy:
+        busy_j, source = usage.busy_energy_j, "lut"
+    elif usage.active_power_w is not None:
+        busy_j, source = usage.active_power_w * usage.busy_s, "active_power"
     idle_s = max(0.0, usage.units * simulated_s - usage.busy_s)
     idle_j = usage.idle_power_w * idle_s if usage.idle_power_w is not None else None
     missing = [
@@ -57,6 +68,7 @@ def class_energy(usage: ClassUsage, simulated_s: float) -> dict[str, Any]:
         "units": usage.units,
         "busy_s": usage.busy_s,
         "busy_j": busy_j,
+        "busy_source": source,
         "idle_j": idle_j,
         "total_j": total_j,
         "measured": busy_j is not None,

@@ -120,10 +120,10 @@ SECTION_SETS = {
     "speculation": "the measured set (every round its requests ran, finished or not)",
     "fairness": "jain_index: completed requests of the measured set; attainment: the measured set",
     "resources": "the whole run, 0 to simulated_s (not per request)",
-    "energy": "the whole run, 0 to simulated_s; per-token figures divide by the completed "
-    "requests of the measured set",
-    "cost": "the whole run, 0 to simulated_s; per-token figures divide by the completed "
-    "requests of the measured set",
+    "energy": "the whole run, 0 to simulated_s; per-token figures divide by every output "
+    "token the run produced (all arrived requests, finished or not)",
+    "cost": "the whole run, 0 to simulated_s; per-token figures divide by every output "
+    "token the run produced (all arrived requests, finished or not)",
 }
 """Which requests (or span) each section of the summary aggregates."""
 
@@ -195,12 +195,15 @@ def summarise(
     accepted = int(speculative["accepted_tokens"].sum())
     committed_by_rounds = int((speculative["generated_tokens"] - 1).clip(lower=0).sum())
     busy = np.asarray(output.replica_busy_s)
-    energy = energy_section(output.device_classes, output.simulated_s, out_tokens, record_energy)
+    # Energy and cost cover the whole run, so their per-token figures divide by every
+    # output token the run produced (warm-up and unfinished requests' tokens included).
+    run_tokens = int(frame["generated_tokens"].sum())
+    energy = energy_section(output.device_classes, output.simulated_s, run_tokens, record_energy)
     cost = cost_section(
         output.device_classes,
         energy,
         output.simulated_s,
-        out_tokens,
+        run_tokens,
         electricity_usd_per_kwh,
         record_cost,
     )
