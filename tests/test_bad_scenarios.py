@@ -567,6 +567,20 @@ CASES: dict[str, Case] = {
         "4",
         "between k_min (1) and k_max (3)",
     ),
+    "adaptive k enabled with the static controller": Case(
+        _edit(_set("speculation.adaptive_k", {"enabled": True})),
+        "scenario.yaml",
+        "speculation.adaptive_k.enabled",
+        "True",
+        "false, or adaptive_k.controller set to",
+    ),
+    "k_min with the static controller": Case(
+        _edit(_set("speculation.adaptive_k", {"k_min": 2})),
+        "scenario.yaml",
+        "speculation.adaptive_k.k_min",
+        "2",
+        "1 with the static controller",
+    ),
     "negative RTT": Case(
         _edit(_set("network.links.0.rtt_ms", -5)),
         "scenario.yaml",

@@ -593,6 +593,28 @@ class _Builder:
                 "'static' while adaptive_k.enabled is false (or set enabled: true)",
                 "controller given but adaptive k disabled",
             )
+        if controller == "static" and spec["mode"] != "none":
+            adaptive_names = [n for n in registry("k_control").names() if n != "static"]
+            allowed = (
+                "a controller other than static: " + ", ".join(adaptive_names)
+                if adaptive_names
+                else "no adaptive controller is registered in this version"
+            )
+            if adaptive["enabled"]:
+                self.issue(
+                    "speculation.adaptive_k.enabled",
+                    True,
+                    f"false, or adaptive_k.controller set to {allowed}",
+                    "adaptive k enabled with the static controller, which never adapts",
+                )
+            if k_min != 1:
+                self.issue(
+                    "speculation.adaptive_k.k_min",
+                    k_min,
+                    "1 with the static controller (k_min bounds adaptive controllers only; "
+                    "the static one drafts speculation.k every round)",
+                    "k_min that no controller uses",
+                )
         hybrid = spec["hybrid"]
         hybrid_choice = PolicyChoice("hybrid_mode", hybrid["policy"], None)
         if spec["mode"] == "hybrid":
