@@ -129,3 +129,25 @@ def test_plot_metrics_names_a_broken_resolved_scenario(tmp_path, runs):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "scenario.resolved.yaml" in done.stderr and "line" in done.stderr
+
+
+def test_report_names_the_scenarios_description_and_references(tmp_path):
+    scenario_dir = tmp_path / "scenario"
+    scenario_dir.mkdir()
+    path = write_scenario(
+        scenario_dir,
+        mode="none",
+        workload=synthetic(5, 8.0, 300, 5),
+        extra={
+            "metadata": {
+                "description": "A described run.",
+                "references": ["Leviathan et al. 2023", "Sarathi-Serve 2024"],
+            }
+        },
+    )
+    out = tmp_path / "results"
+    write_results(run(load_scenario(path)), out)
+    _html, md_path = write_report([load_run(out)], tmp_path / "report")
+    text = md_path.read_text()
+    assert "A described run." in text
+    assert "References: Leviathan et al. 2023; Sarathi-Serve 2024." in text

@@ -99,11 +99,14 @@ def _scenario_lines(runs: Sequence[RunResults]) -> list[str]:
     lines = []
     for run in runs:
         summary = run.summary
-        description = (run.scenario.get("metadata") or {}).get("description") or ""
+        metadata = run.scenario.get("metadata") or {}
+        description = metadata.get("description") or ""
+        references = metadata.get("references") or []
+        cites = f" References: {'; '.join(references)}." if references else ""
         lines.append(
             f"{run.name}: mode {summary['mode']}, seed {summary['seed']}, "
             f"{summary['simulated_s']:g} s simulated, {summary['requests']['arrived']} requests. "
-            f"{description}".strip()
+            f"{description}{cites}".strip()
         )
     return lines
 
