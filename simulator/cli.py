@@ -21,9 +21,9 @@ from pathlib import Path
 
 from simulator.cli_support import run_guarded
 from simulator.console import headline_table
-from simulator.outputs import write_results
+from simulator.outputs import check_output_dir, write_results
 from simulator.runner import run
-from simulator.scenario import load_scenario
+from simulator.scenario import Scenario, load_scenario
 
 PROGRESS_AFTER_S = 3.0
 
@@ -77,6 +77,21 @@ class _Progress:
             print(file=sys.stderr)
 
 
+def _output_dir(option: Path | None, scenario: Scenario) -> Path:
+    """Return the results directory, refused before the run if it cannot be written."""
+    if option is not None:
+        check_output_dir(option, "command line", "-o/--output")
+        return option
+    configured = scenario.metrics.output_dir
+    if configured:
+        out_dir = Path(configured)
+        check_output_dir(out_dir, str(scenario.source_file), "metrics.output_dir")
+        return out_dir
+    out_dir = Path("results") / scenario.scenario_id
+    check_output_dir(out_dir, str(scenario.source_file), "scenario_id (results/<scenario_id>)")
+    return out_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``simulate`` command."""
     args = _parser().parse_args(argv)
@@ -86,13 +101,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def entry() -> int:
         scenario = load_scenario(args.scenario, overrides=args.overrides, seed=args.seed)
+        out_dir = _output_dir(args.output, scenario)
         progress = _Progress(enabled=not args.quiet)
         result = run(scenario, progress=progress)
         progress.close()
-        out_dir = args.output
-        if out_dir is None:
-            configured = scenario.metrics.output_dir
-            out_dir = Path(configured) if configured else Path("results") / scenario.scenario_id
         write_results(result, out_dir, argv=list(argv) if argv is not None else sys.argv[1:])
         if not args.quiet:
             print(headline_table(result.summary))

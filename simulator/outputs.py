@@ -1,4 +1,8 @@
-"""Writing a run's results to a directory, atomically file by file."""
+"""Writing a run's results to a directory.
+
+:func:`check_output_dir` refuses a results directory that cannot be written
+before a run starts; :func:`write_results` writes the files.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Any
 import yaml
 
 from simulator import __version__
+from simulator.errors import InputError, make_issue
 from simulator.runner import Result
 
 FLOAT_FORMAT = "%.9g"
@@ -22,6 +27,43 @@ OUTPUT_FILES = (
     "scenario.resolved.yaml",
     "run.json",
 )
+
+
+OUTPUT_DIR_ALLOWED = "a directory that exists or can be created, and that this user can write"
+
+
+def check_output_dir(out_dir: Path, file: str, key: str) -> None:
+    """Refuse ``out_dir`` unless results can be written there.
+
+    Called before a run so that a bad results directory costs seconds, not a
+    whole run. The directory must be a directory (or not exist yet, under
+    directories only), and the directory that would hold it must accept a new
+    entry (checked by creating and removing an empty directory there).
+
+    Args:
+        out_dir: The results directory.
+        file: Where the directory was named (a scenario file or the command line).
+        key: The key or option that named it.
+
+    Raises:
+        InputError: Naming the directory and what is wrong with it.
+    """
+
+    def refuse(problem: str) -> InputError:
+        return InputError([make_issue(file, key, str(out_dir), OUTPUT_DIR_ALLOWED, problem)])
+
+    target = out_dir.absolute()
+    if target.exists() and not target.is_dir():
+        raise refuse("not a directory")
+    holder = target.parent
+    while not holder.exists():
+        holder = holder.parent
+    if not holder.is_dir():
+        raise refuse(f"lies under {holder}, which is not a directory")
+    try:
+        Path(tempfile.mkdtemp(prefix=f".{target.name}.probe-", dir=holder)).rmdir()
+    except OSError as exc:
+        raise refuse(f"cannot create entries in {holder}: {exc.strerror}") from None
 
 
 def _write_atomic(path: Path, text: str) -> None:
