@@ -230,6 +230,12 @@ def _long_drafts(document: Document) -> None:
     _set("workload.synthetic.output_tokens.value", 50)(document)
 
 
+def _long_synthetic_duration(document: Document) -> None:
+    synthetic_block = document["workload"]["synthetic"]
+    synthetic_block["num_requests"] = None
+    synthetic_block["duration_s"] = 1e9
+
+
 def _drop_key(key: str) -> Callable[[Document], None]:
     return lambda document: document.pop(key) and None
 
@@ -755,6 +761,34 @@ CASES: dict[str, Case] = {
         _duplicate_yaml_key, "scenario.yaml", "duplicate key 'seed'", "'seed: 3'", "valid YAML"
     ),
     "JSON scenario": Case(_json_scenario, "scenario.json", "speculation.k", "0", "integer >= 1"),
+    "device count beyond any machine": Case(
+        _edit(_set("hardware_profiles.1.count", 1e30)),
+        "scenario.yaml",
+        "hardware_profiles[1].count",
+        "1e+30",
+        "<= 1000000000",
+    ),
+    "a billion target replicas": Case(
+        _edit(_set("hardware_profiles.1.count", 10**9)),
+        "scenario.yaml",
+        "hardware_profiles[1].count",
+        "1000000000",
+        "at most 4,096 target replicas",
+    ),
+    "a billion synthetic requests": Case(
+        _edit(_set("workload.synthetic.num_requests", 10**9)),
+        "scenario.yaml",
+        "workload.synthetic.num_requests",
+        "1000000000",
+        "<= 1000000",
+    ),
+    "a synthetic duration with a billion arrivals": Case(
+        _edit(_long_synthetic_duration),
+        "scenario.yaml",
+        "workload.synthetic.duration_s",
+        "1000000000.0",
+        "at most 1,000,000 requests are expected to arrive",
+    ),
 }
 
 
@@ -843,3 +877,31 @@ def test_a_gap_the_run_would_meet_is_refused_before_it_starts(tmp_path):
     assert ">= 128 tokens, as its prefill is looked up at context >= 128" in done.stderr
     assert "or set simulation.lut_out_of_range: clamp or extrapolate" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_workload_beyond_the_request_limit_is_refused(tmp_path, monkeypatch, capsys):
+    """Traces are counted once read: more rows than a run may hold are refused by name."""
+    monkeypatch.setattr("simulator.scenario.reach.MAX_REQUESTS", 3)
+    scenario = write_scenario(tmp_path, mode="none", workload=synthetic(5, 1.0, 200, 10))
+    code = simulate_main([str(scenario), "-o", str(tmp_path / "out"), "-q"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "scenario.yaml: workload.max_requests: too many requests to simulate" in err
+    assert "(got '5 requests in the workload'; allowed: at most 3 requests per run" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_billion_replicas_are_refused_in_seconds_and_little_memory(tmp_path):
+    scenario = _edit(_set("hardware_profiles.1.count", 10**9))(tmp_path)
+    done = run_python(
+        "-c",
+        "import resource, sys; from simulator.cli import main; code = main(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)",
+        str(scenario),
+        "-o",
+        str(tmp_path / "out"),
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "1,000,000,000 target replicas" in done.stderr
+    assert int(done.stdout.split()[-1]) < 400_000  # kB

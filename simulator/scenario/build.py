@@ -24,6 +24,7 @@ from simulator.devices import (
     load_device_profile,
 )
 from simulator.errors import InputError, Issue, make_issue
+from simulator.limits import MAX_TARGET_REPLICAS
 from simulator.loading import resolve_path, schema_issues
 from simulator.lut import LutKey, LutManager, LutTable, load_lut
 from simulator.scenario.model import (
@@ -426,6 +427,7 @@ class _Builder:
                     availability=availability,
                 )
             )
+        self.replica_total()
         if not any(e["type"] == "target" for e in self.doc["hardware_profiles"]):
             self.issue(
                 "hardware_profiles",
@@ -443,6 +445,23 @@ class _Builder:
                 f"mode {mode!r} needs client devices that draft",
             )
         return classes
+
+    def replica_total(self) -> None:
+        """Refuse more target replicas than a run may hold (named at the largest class)."""
+        targets = [
+            (int(e["count"]), index)
+            for index, e in enumerate(self.doc["hardware_profiles"])
+            if e["type"] == "target"
+        ]
+        total = sum(count for count, _ in targets)
+        if total > MAX_TARGET_REPLICAS:
+            count, index = max(targets)
+            self.issue(
+                f"hardware_profiles[{index}].count",
+                count,
+                f"at most {MAX_TARGET_REPLICAS:,} target replicas in all target classes together",
+                f"{total:,} target replicas",
+            )
 
     def availability(
         self, key: str, entry: Mapping[str, Any], profile: DeviceProfile, works: bool

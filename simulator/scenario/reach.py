@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.errors import Issue, make_issue
+from simulator.errors import InputError, Issue, make_issue
+from simulator.limits import MAX_REQUESTS
 from simulator.lut import LutGrid, LutKey
 from simulator.rng import RandomStreams
 from simulator.scenario.model import DeviceClass, ModelSpec, Scenario
@@ -49,10 +50,29 @@ PLAIN_DECODE = "draft_decode"
 
 
 def build_requests(scenario: Scenario) -> RequestTable:
-    """Generate the scenario's request table from its workload and seed."""
+    """Generate the scenario's request table from its workload and seed.
+
+    Raises:
+        InputError: The workload has more requests than a run may hold
+            (:data:`simulator.limits.MAX_REQUESTS`).
+    """
     streams = RandomStreams(scenario.seed)
     clients = [(d.id, d.count) for d in scenario.clients()]
-    return generate_requests(scenario.workload, clients, streams)
+    table = generate_requests(scenario.workload, clients, streams)
+    if len(table) > MAX_REQUESTS:
+        raise InputError(
+            [
+                make_issue(
+                    scenario.source_file,
+                    "workload.max_requests",
+                    f"{len(table):,} requests in the workload",
+                    f"at most {MAX_REQUESTS:,} requests per run (set workload.max_requests "
+                    "or slice the trace)",
+                    "too many requests to simulate",
+                )
+            ]
+        )
+    return table
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import Issue, make_issue
+from simulator.limits import MAX_REQUESTS
 from simulator.loading import fill_defaults, load_packaged_schema, resolve_path, schema_issues
 from simulator.workload.arrivals import (
     ArrivalProcess,
     GammaArrivals,
     OnOffArrivals,
     PoissonArrivals,
+    mean_rate_per_s,
 )
 from simulator.workload.closed_loop import (
     ClosedLoop,
@@ -285,6 +287,16 @@ class _Builder:
             raw["output_tokens"], f"{SYNTHETIC}.output_tokens", "output_tokens"
         )
         arrival = self.synthetic_arrival(raw)
+        if arrival is not None and duration is not None:
+            expected = mean_rate_per_s(arrival) * float(duration)
+            if expected > MAX_REQUESTS:
+                self.issue(
+                    f"{SYNTHETIC}.duration_s",
+                    duration,
+                    f"a duration in which at most {MAX_REQUESTS:,} requests are expected to arrive "
+                    "(the limit of requests per run)",
+                    f"{expected:.3g} requests expected at the arrival rate",
+                )
         if self.issues or prompt is None or output is None:
             return None
         return SyntheticSource(
