@@ -22,6 +22,13 @@ class TimeseriesSampler:
     (outstanding) and running on it (prefilled, not finished), and system-wide the
     mean k of rounds started and the output tokens committed in the interval.
     Values inside a run of fused decode iterations are those at its start.
+
+    A quiet stretch, more than three intervals with no event at all, is
+    written as its first and last samples only: the ones between would repeat
+    them but for the time (forward-filling the rows restores the full grid).
+    So the rows grow with the events of a run, not with its simulated
+    seconds, and a run with a gap of 1e300 s or a 1e-9 s interval stays
+    small. Sampling stops once the clock can no longer resolve one interval.
     """
 
     def __init__(
@@ -48,11 +55,27 @@ class TimeseriesSampler:
 
     def _loop(self) -> Generator[simpy.Event, Any, None]:
         env = self.env
+        interval_s = self.interval_s
         while True:
-            yield env.timeout(self.interval_s)
-            self._sample(env.now)
-            if env.peek() == math.inf:
+            if env.now + interval_s <= env.now:
+                # Past about 2**53 intervals the clock no longer resolves one: stop.
                 return
+            yield env.timeout(interval_s)
+            self._sample(env.now)
+            next_s = env.peek()
+            if next_s == math.inf:
+                return
+            ahead = (next_s - env.now) / interval_s
+            if ahead > 3:
+                # A quiet stretch: no event before ``next_s``, so its samples are equal
+                # but for the time. Only its first and last are written.
+                yield env.timeout(interval_s)
+                self._sample(env.now)
+                if not math.isfinite(ahead):
+                    yield env.timeout(next_s - env.now)
+                    continue
+                yield env.timeout((math.ceil(ahead) - 2) * interval_s)
+                self._sample(env.now)
 
     def _sample(self, now_s: float) -> None:
         tokens_out, k_sum, k_rounds = self.totals()
