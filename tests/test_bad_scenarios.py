@@ -606,7 +606,14 @@ CASES: dict[str, Case] = {
         "scenario.yaml",
         "network.links[0].loss_pct",
         "150",
-        "< 100",
+        "<= 90",
+    ),
+    "loss close to 100 %": Case(
+        _edit(_set("network.links.0.loss_pct", 99.9999)),
+        "scenario.yaml",
+        "network.links[0].loss_pct",
+        "99.9999",
+        "<= 90",
     ),
     "unknown policy name": Case(
         _edit(_set("scheduler.routing", {"policy": "round_robbin"})),

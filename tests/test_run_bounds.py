@@ -63,6 +63,9 @@ ASTRONOMICAL: dict[str, Build] = {
     "RTT 1e12 ms": _scenario(
         link={"src": "laptops", "dst": "pool", "rtt_ms": 1e12, "bw_mbps": 100}
     ),
+    "loss at the limit of 90 %": _scenario(
+        link={"src": "laptops", "dst": "pool", "rtt_ms": 1, "bw_mbps": 100, "loss_pct": 90}
+    ),
     "arrival_scale 1e-9": _scenario(extra={"workload.arrival_scale": 1e-9}),
     "timeseries interval 1e-9 s": _scenario(extra={"metrics.timeseries_interval_s": 1e-9}),
     "LUT latency 1e308 ms": _slow_lut,

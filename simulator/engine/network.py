@@ -8,7 +8,8 @@ concurrent transfers of one device share its bandwidth), then take half the
 round-trip time to arrive. Jitter perturbs each transfer's RTT (normal,
 floored at zero) and bandwidth (normal, in percent, floored at 1% of
 nominal); a transfer lost with probability ``loss_pct`` is sent again after
-one RTT, as often as needed. Every byte is counted per scenario link.
+one RTT, as often as needed (``loss_pct`` is at most 90, so 10 sends on
+average). Every byte is counted per scenario link.
 
 A request resolves its two channels once, when it is admitted, and sends
 through them directly.
