@@ -7,9 +7,16 @@ from collections.abc import Callable
 
 from simulator.errors import EXIT_INPUT_ERROR, InputError
 
+EXIT_INTERRUPTED = 130
+"""Process exit code after Ctrl-C (128 + SIGINT), as shells report it."""
+
 
 def run_guarded(entry: Callable[[], int]) -> int:
     """Run ``entry``; print input errors as one clear message and return exit code 2.
+
+    An interrupt (Ctrl-C) prints one line and returns :data:`EXIT_INTERRUPTED`;
+    results are swapped in whole as the last step of a run, so an interrupted
+    run leaves any earlier results as they were.
 
     Programming errors still raise with a traceback: they are bugs to report,
     not problems with the user's input.
@@ -19,3 +26,6 @@ def run_guarded(entry: Callable[[], int]) -> int:
     except InputError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT_ERROR
+    except KeyboardInterrupt:
+        print("\ninterrupted: no new results were written", file=sys.stderr)
+        return EXIT_INTERRUPTED

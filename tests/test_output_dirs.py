@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from simulator.cli import main as simulate_main
-from tests.commands import run_python
+from tests.commands import ROOT, run_python
 from tests.engine_fixtures import synthetic, write_scenario
 
 
@@ -81,3 +85,26 @@ def test_a_read_only_file_system_is_refused(tmp_path, capsys):
         pytest.skip("/sys accepts new entries here")
     assert simulate_main([str(_scenario(tmp_path)), "-o", str(out), "-q"]) == 2
     assert "cannot create entries in /sys" in capsys.readouterr().err
+
+
+def test_sigint_during_a_run_prints_one_line_and_exits_130(tmp_path):
+    """Ctrl-C in the middle of a long run: no traceback, earlier results kept."""
+    scenario = _scenario(tmp_path, requests=50_000)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"earlier": true}\n')
+    process = subprocess.Popen(
+        [sys.executable, "-m", "simulator.cli", str(scenario), "-o", str(out), "-q"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3.0)
+    assert process.poll() is None, process.communicate()
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "Traceback" not in err
+    assert err.strip() == "interrupted: no new results were written"
+    assert (out / "summary.json").read_text() == '{"earlier": true}\n'
