@@ -2,14 +2,27 @@
 
 :func:`check_output_dir` refuses a results directory that cannot be written
 before a run starts; :func:`write_results` writes the files.
+
+The files of a run are written into a new directory beside the results
+directory and swapped in whole, so a reader (or a run killed while writing)
+sees the earlier set or the new one, never a mix; two runs writing the same
+directory at once take turns at the swap, and the last one's set wins whole.
+The results directory therefore holds results only: one that holds other
+entries is refused. A run killed during the swap itself may leave a hidden
+``.NAME.new-*`` or ``.NAME.old-*`` directory beside it, safe to delete.
 """
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import json
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +40,17 @@ OUTPUT_FILES = (
     "scenario.resolved.yaml",
     "run.json",
 )
+RESULT_ENTRIES = frozenset(OUTPUT_FILES) | {"report"}
+"""What a results directory may hold: the files of a run and its report."""
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
 
 
-OUTPUT_DIR_ALLOWED = "a directory that exists or can be created, and that this user can write"
+OUTPUT_DIR_ALLOWED = (
+    "a directory that exists or can be created, that this user can write, "
+    "and that holds nothing but earlier results"
+)
 
 
 def check_output_dir(out_dir: Path, file: str, key: str) -> None:
@@ -55,6 +76,13 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
     target = out_dir.absolute()
     if target.exists() and not target.is_dir():
         raise refuse("not a directory")
+    if target.is_dir():
+        foreign = sorted(p.name for p in target.iterdir() if p.name not in RESULT_ENTRIES)
+        if foreign:
+            raise refuse(
+                f"holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, "
+                "which are not results: the directory is replaced whole by the new results"
+            )
     holder = target.parent
     while not holder.exists():
         holder = holder.parent
@@ -66,16 +94,57 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
         raise refuse(f"cannot create entries in {holder}: {exc.strerror}") from None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and a rename, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it and restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _exchange(staging: Path, target: Path) -> bool:
+    """Swap two directories in one step (Linux ``renameat2`` with ``RENAME_EXCHANGE``).
+
+    Returns ``False`` where the system cannot, leaving both as they were.
+    """
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    done = renameat2(
+        _AT_FDCWD, os.fsencode(staging), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE
+    )
+    return bool(done == 0)
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` (waiting for other runs that hold it)."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    """Make ``staging`` the directory ``target``, replacing the old one whole."""
+    with _locked(target.parent):
+        if not target.exists():
+            staging.rename(target)
+            return
+        if _exchange(staging, target):
+            shutil.rmtree(staging)
+            return
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        target.rename(old / target.name)
+        staging.rename(target)
+        shutil.rmtree(old)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write one file of a result set."""
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
 
 
 def summary_json(summary: dict[str, Any]) -> str:
@@ -84,13 +153,17 @@ def summary_json(summary: dict[str, Any]) -> str:
 
 
 def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) -> list[Path]:
-    """Write every output file of ``result`` into ``out_dir`` (created if needed).
+    """Write every output file of ``result`` as the directory ``out_dir``, whole.
+
+    The files go into a new directory beside ``out_dir`` (readable as the
+    umask says), which then replaces ``out_dir`` in one step; a failure
+    before that leaves ``out_dir`` as it was.
 
     ``summary.json``, ``requests.csv`` and ``timeseries.csv`` depend only on
     the scenario and seed (byte-identical across runs); wall-clock time and
     versions go to ``run.json``.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out_dir, str(out_dir), "results directory")
     resolved = result.scenario.resolved()
     texts = {
         "summary.json": summary_json(result.summary),
@@ -113,9 +186,15 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
         )
         + "\n",
     }
-    written = []
-    for name in OUTPUT_FILES:
-        path = out_dir / name
-        _write_atomic(path, texts[name])
-        written.append(path)
-    return written
+    target = out_dir.absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    try:
+        staging.chmod(0o777 & ~_umask())
+        for name in OUTPUT_FILES:
+            _write_text(staging / name, texts[name])
+        _swap_in(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [out_dir / name for name in OUTPUT_FILES]

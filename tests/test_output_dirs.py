@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -11,8 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
+from simulator import load_scenario, run
 from simulator.cli import main as simulate_main
+from simulator.outputs import OUTPUT_FILES, write_results
 from tests.commands import ROOT, run_python
 from tests.engine_fixtures import synthetic, write_scenario
 
@@ -108,3 +113,111 @@ def test_sigint_during_a_run_prints_one_line_and_exits_130(tmp_path):
     assert "Traceback" not in err
     assert err.strip() == "interrupted: no new results were written"
     assert (out / "summary.json").read_text() == '{"earlier": true}\n'
+
+
+def _old_set(out: Path) -> dict[str, str]:
+    out.mkdir()
+    old = {name: f"old {name}\n" for name in OUTPUT_FILES}
+    for name, text in old.items():
+        (out / name).write_text(text)
+    return old
+
+
+def _texts(out: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in out.iterdir()}
+
+
+def test_a_write_failing_half_way_leaves_the_old_set(tmp_path, monkeypatch):
+    result = run(load_scenario(_scenario(tmp_path)))
+    out = tmp_path / "out"
+    old = _old_set(out)
+    written: list[str] = []
+
+    def fail_third(path: Path, text: str) -> None:
+        written.append(path.name)
+        if len(written) == 3:
+            raise OSError(28, "No space left on device")
+        path.write_text(text)
+
+    monkeypatch.setattr("simulator.outputs._write_text", fail_third)
+    with pytest.raises(OSError, match="No space left"):
+        write_results(result, out)
+    assert _texts(out) == old
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+KILL_IN_WRITE = """
+import os, signal, sys
+from pathlib import Path
+import simulator.outputs as outputs
+from simulator import load_scenario, run
+result = run(load_scenario(Path(sys.argv[1])))
+calls = []
+def write(path, text):
+    calls.append(path)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    path.write_text(text)
+outputs._write_text = write
+outputs.write_results(result, Path(sys.argv[2]))
+"""
+
+
+def test_a_kill_while_writing_leaves_the_old_set(tmp_path):
+    out = tmp_path / "out"
+    old = _old_set(out)
+    done = run_python("-c", KILL_IN_WRITE, str(_scenario(tmp_path)), str(out))
+    assert done.returncode == -signal.SIGKILL
+    assert _texts(out) == old
+
+
+CONCURRENT_WRITER = """
+import sys
+from pathlib import Path
+from simulator import load_scenario, run
+from simulator.outputs import write_results
+result = run(load_scenario(Path(sys.argv[1]), seed=int(sys.argv[3])))
+for _ in range(15):
+    write_results(result, Path(sys.argv[2]))
+"""
+
+
+def test_two_runs_writing_one_directory_leave_one_whole_set(tmp_path):
+    scenario = _scenario(tmp_path, requests=20)
+    out = tmp_path / "out"
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT_WRITER, str(scenario), str(out), str(seed)],
+            cwd=ROOT,
+        )
+        for seed in (1, 2)
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    summary = json.loads((out / "summary.json").read_text())
+    resolved = yaml.safe_load((out / "scenario.resolved.yaml").read_text())
+    assert summary["seed"] == resolved["seed"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+@pytest.mark.parametrize(
+    ("umask", "file_mode", "dir_mode"), [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)]
+)
+def test_results_are_readable_as_the_umask_says(tmp_path, umask, file_mode, dir_mode):
+    result = run(load_scenario(_scenario(tmp_path)))
+    previous = os.umask(umask)
+    try:
+        paths = write_results(result, tmp_path / "out")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == dir_mode
+    assert {stat.S_IMODE(p.stat().st_mode) for p in paths} == {file_mode}
+
+
+def test_a_directory_holding_other_files_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    assert simulate_main([str(_scenario(tmp_path)), "-o", str(out), "-q"]) == 2
+    assert "holds notes.txt, which are not results" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine\n"
