@@ -24,6 +24,7 @@ from simulator.devices import (
     load_device_profile,
 )
 from simulator.errors import InputError, Issue, make_issue
+from simulator.input_files import file_problem
 from simulator.loading import resolve_path, schema_issues
 from simulator.lut import LutKey, LutManager, LutTable, load_lut
 from simulator.scenario.model import (
@@ -135,10 +136,9 @@ class _Builder:
     def load_file(self, key: str, value: str, loader: Callable[[Path], T], what: str) -> T | None:
         """Load a referenced file; its own problems are reported under its own name."""
         path = resolve_path(self.base_dir, value)
-        if not path.is_file():
-            self.issue(
-                key, value, f"an existing {what} file (resolved to {path})", "file not found"
-            )
+        problem = file_problem(path)
+        if problem is not None:
+            self.issue(key, value, f"an existing {what} file (resolved to {path})", problem)
             return None
         try:
             return loader(path)

@@ -9,12 +9,15 @@ from typing import Any
 import yaml
 
 from simulator.errors import InputError, Issue, make_issue
+from simulator.loading import load_yaml
 
 OVERRIDE_SOURCE = "--set"
 
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
     """Split ``a.b[0].c=value`` (or ``a.b.0.c=value``) into a path and a YAML-parsed value.
+
+    The value is read like a scenario file's (see :func:`~simulator.loading.load_yaml`).
 
     Raises:
         ValueError: The text has no ``=`` or an empty key.
@@ -26,7 +29,7 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
     if not key or any(not part for part in key.split(".")):
         raise ValueError("expected a dotted key such as scheduler.verify.batching.max_batch")
     path: list[str | int] = [int(p) if p.isdigit() else p for p in key.split(".")]
-    value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+    value = load_yaml(raw_value) if raw_value.strip() else ""
     return path, value
 
 

@@ -29,6 +29,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from simulator.errors import InputError, Issue, make_issue
+from simulator.input_files import file_problem
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
 from simulator.workload.issue_collector import RowIssues
 from simulator.workload.trace_formats import (
@@ -325,8 +326,9 @@ def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[I
             "format", fmt, "one of " + ", ".join(FORMAT_CHOICES), "unknown format"
         )
         return None, issues.issues()
-    if not path.is_file():
-        issues.add_file_issue("", str(path), "an existing trace file", "trace file not found")
+    problem = file_problem(path)
+    if problem is not None:
+        issues.add_file_issue("", str(path), "an existing trace file", f"trace file {problem}")
         return None, issues.issues()
     try:
         layout = layout_for(path, detect_format(path) if fmt == "auto" else fmt)
