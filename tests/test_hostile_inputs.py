@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -20,9 +22,11 @@ from simulator.devices import load_device_profile
 from simulator.loading import MAX_NESTING_DEPTH, MAX_YAML_VALUES
 from simulator.scenario import load_scenario
 from simulator.validate import validate_file
+from simulator.workload.distributions import LognormalLength
+from simulator.workload.trace_table import MAX_REQUEST_TOKENS
 from tests.commands import run_python
 from tests.engine_fixtures import PROFILES
-from tests.test_bad_scenarios import Case, _base, _edit, _set, assert_refused
+from tests.test_bad_scenarios import Case, _base, _edit, _set, _with_trace, assert_refused
 
 SECONDS_ALLOWED = 5.0
 
@@ -176,6 +180,55 @@ CASES: dict[str, Case] = {
         "l6: &a6",
         "valid YAML",
     ),
+    "huge cell in a trace": Case(
+        _with_trace("prompt_tokens,output_tokens\n100,10\n" + "1" * 50 * 2**20 + ",10\n"),
+        "trace.csv",
+        "line 3: line of 52428804 bytes is too long",
+        "'" + "1" * 60 + "...'",
+        "lines of at most 1048576 bytes",
+    ),
+    "prompt length of 1e30 in a trace": Case(
+        _with_trace("arrival_s,prompt_tokens,output_tokens\n0,100,10\n1,1e30,10\n"),
+        "trace.csv",
+        "row 2, column prompt_tokens: too large",
+        "'1e30'",
+        "a whole number >= 1 and <= 10000000",
+    ),
+    "output length of int64 max in a trace": Case(
+        _with_trace("arrival_s,prompt_tokens,output_tokens\n0,100,10\n1,100,9223372036854775807\n"),
+        "trace.csv",
+        "row 2, column output_tokens: too large",
+        "'9223372036854775807'",
+        "a whole number >= 1 and <= 10000000",
+    ),
+    "undeclared origin in a trace": Case(
+        _with_trace(
+            "arrival_s,prompt_tokens,output_tokens,origin\n0,100,10,\n1,100,10,ghost\n2,100,10,ghost\n"
+        ),
+        "trace.csv",
+        "row 2, column origin: origin names an undeclared client device class (2 row(s)",
+        "'ghost'",
+        "declared under hardware_profiles in ",
+    ),
+    "lognormal sigma of 1e6": Case(
+        _edit(
+            _set(
+                "workload.synthetic.prompt_tokens",
+                {"dist": "lognormal", "median": 100, "sigma": 1e6},
+            )
+        ),
+        "scenario.yaml",
+        "workload.synthetic.prompt_tokens.sigma",
+        "1000000.0",
+        "<= 10",
+    ),
+    "fixed length above the hard bound": Case(
+        _edit(_set("workload.synthetic.output_tokens.value", 10**12)),
+        "scenario.yaml",
+        "workload.synthetic.output_tokens.value",
+        "1000000000000",
+        "<= 10000000",
+    ),
 }
 
 
@@ -252,3 +305,13 @@ def test_scientific_notation_in_profiles_and_acceptance_files(tmp_path):
     )
     verdict = validate_file(tmp_path / "a.yaml")
     assert verdict.ok, verdict.error
+
+
+def test_the_widest_lognormal_stays_within_the_hard_bound():
+    length = LognormalLength(median_tokens=MAX_REQUEST_TOKENS, sigma=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        drawn = length.sample(10_000, np.random.default_rng(1))
+        mean = length.mean_tokens()
+    assert drawn.min() >= 1 and drawn.max() <= MAX_REQUEST_TOKENS
+    assert 1 <= mean <= MAX_REQUEST_TOKENS

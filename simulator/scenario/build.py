@@ -48,7 +48,8 @@ from simulator.scenario.model import (
 )
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.schema import scenario_schema
-from simulator.workload import WorkloadSpec, build_workload_spec
+from simulator.workload import TraceSource, WorkloadSpec, build_workload_spec
+from simulator.workload.issue_collector import row_key
 
 T = TypeVar("T")
 
@@ -754,15 +755,27 @@ class _Builder:
         self.issues.extend(issues)
         if spec is None:
             return None
+        declared = "a hardware_profiles id of type draft: " + (
+            ", ".join(client_ids) or "(none declared)"
+        )
+        problem = "origin names an undeclared client device class"
+        trace = spec.source.trace if isinstance(spec.source, TraceSource) else None
         for name in sorted(spec.origin_names()):
-            if name not in client_ids:
-                self.issue(
-                    "workload",
+            if name in client_ids:
+                continue
+            rows = trace.rows_with_origin(name) if trace is not None else []
+            if trace is None or not rows:
+                self.issue("workload.origin.weights", name, declared, problem)
+                continue
+            self.issues.append(
+                make_issue(
+                    trace.path,
+                    row_key(rows[0], "origin"),
                     name,
-                    "a hardware_profiles id of type draft: "
-                    + (", ".join(client_ids) or "(none declared)"),
-                    "origin names an undeclared client device class",
+                    f"{declared} (declared under hardware_profiles in {self.file})",
+                    f"{problem} ({len(rows)} row(s) name it; the first is listed)",
                 )
+            )
         return spec
 
     def client_links(self, classes: list[DeviceClass], network: NetworkSpec) -> None:
