@@ -85,6 +85,15 @@ def _scenario_is(make: Callable[[Path], None]) -> Callable[[Path], Path]:
     return build
 
 
+def _no_room_for_kv_cache(tmp_path: Path) -> Path:
+    """A target profile whose memory cannot hold the model: found when a run sets up."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    profile = yaml.safe_load((PROFILES / "a100-tp1.yaml").read_text())
+    profile["memory"]["device_memory_gb"] = profile["memory"]["gpu_memory_gb"] = 0.001
+    (tmp_path / "a100-tp1.yaml").write_text(yaml.safe_dump(profile))
+    return _edit(_set("hardware_profiles.1.profile", "a100-tp1.yaml"))(tmp_path)
+
+
 def _trace_workload(name: str) -> dict[str, object]:
     return {"source": f"trace://{name}", "format": "csv", "slo": {"ttft_ms": 100, "tpot_ms": 10}}
 
@@ -209,6 +218,13 @@ CASES: dict[str, Case] = {
         "row 2, column origin: origin names an undeclared client device class (2 row(s)",
         "'ghost'",
         "declared under hardware_profiles in ",
+    ),
+    "no room for a KV cache": Case(
+        _no_room_for_kv_cache,
+        "a100-tp1.yaml",
+        "memory.device_memory_gb: no room for a KV cache",
+        "0.001",
+        "enough memory for the model",
     ),
     "lognormal sigma of 1e6": Case(
         _edit(
