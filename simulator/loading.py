@@ -50,10 +50,11 @@ MAX_YAML_VALUES = 1_000_000
 """Most values (scalars, lists, mappings) a YAML document may hold once its aliases
 are expanded; bounds "billion laughs" documents."""
 
-_BOUNDED_YAML = (
+BOUNDED_YAML = (
     f"valid YAML nested at most {MAX_NESTING_DEPTH} levels, "
     f"with at most {MAX_YAML_VALUES} values once aliases are expanded"
 )
+"""What a YAML document (or ``--set`` value) must be, for messages about the bounds."""
 
 
 class YamlBoundError(yaml.composer.ComposerError):
@@ -247,7 +248,7 @@ def read_document(path: Path, what: str = "file") -> Any:
         lines = text.splitlines()
         bad_line = lines[mark.line].strip() if mark is not None and mark.line < len(lines) else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        allowed = _BOUNDED_YAML if isinstance(exc, YamlBoundError) else "valid YAML"
+        allowed = BOUNDED_YAML if isinstance(exc, YamlBoundError) else "valid YAML"
         raise InputError([make_issue(path, where, bad_line, allowed, problem)]) from None
 
 

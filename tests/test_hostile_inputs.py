@@ -331,3 +331,29 @@ def test_the_widest_lognormal_stays_within_the_hard_bound():
         mean = length.mean_tokens()
     assert drawn.min() >= 1 and drawn.max() <= MAX_REQUEST_TOKENS
     assert 1 <= mean <= MAX_REQUEST_TOKENS
+
+
+def _flow_alias_bomb() -> str:
+    """Nine levels of nine aliases in one flow mapping, as a ``--set`` value."""
+    levels = ["l0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"l{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    return "{" + ", ".join(levels) + "}"
+
+
+def test_an_alias_bomb_in_an_override_is_refused_quickly(tmp_path, capsys):
+    path = _base(tmp_path)
+    started = time.perf_counter()
+    code = simulate_main(
+        [str(path), "-o", str(tmp_path / "out"), "-q", "--set", f"metadata.x={_flow_alias_bomb()}"]
+    )
+    assert time.perf_counter() - started < SECONDS_ALLOWED
+    assert code == 2
+    assert f"aliases expand to more than {MAX_YAML_VALUES} values" in capsys.readouterr().err
+
+
+def test_deeply_nested_json_is_refused(tmp_path):
+    path = tmp_path / "scenario.json"
+    path.write_text("[" * 50_000 + "]" * 50_000)
+    verdict = validate_file(path, "scenario")
+    assert verdict.error is not None
+    assert f"nested deeper than {MAX_NESTING_DEPTH}" in str(verdict.error)

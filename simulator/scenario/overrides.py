@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from simulator.errors import InputError, Issue, make_issue
-from simulator.loading import load_yaml
+from simulator.loading import BOUNDED_YAML, YamlBoundError, load_yaml
 
 OVERRIDE_SOURCE = "--set"
 
@@ -46,9 +46,16 @@ def apply_overrides(document: Any, overrides: Sequence[str]) -> Any:
     for text in overrides:
         try:
             path, value = parse_override(text)
-        except (ValueError, yaml.YAMLError) as exc:
+        except ValueError as exc:
             issues.append(
                 make_issue(OVERRIDE_SOURCE, "", text, "KEY=VALUE with a dotted key", str(exc))
+            )
+            continue
+        except yaml.YAMLError as exc:
+            allowed = BOUNDED_YAML if isinstance(exc, YamlBoundError) else "valid YAML"
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            issues.append(
+                make_issue(OVERRIDE_SOURCE, "", text, f"KEY=VALUE with {allowed}", problem)
             )
             continue
         problem = _set_path(result, path, value)
