@@ -19,6 +19,7 @@ from pathlib import Path
 
 from simulator.cli_support import run_guarded
 from simulator.errors import EXIT_INPUT_ERROR, InputError, make_issue
+from simulator.input_files import file_problem
 from simulator.validate import expand_paths, validate_file
 
 
@@ -34,14 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def entry() -> int:
-        missing = [p for p in args.paths if not p.exists()]
-        if missing:
-            raise InputError(
-                [
-                    make_issue(p, "", str(p), "an existing file or directory", "not found")
-                    for p in missing
-                ]
-            )
+        unreadable = [(p, file_problem(p)) for p in args.paths if not p.is_dir()]
+        problems = [
+            make_issue(p, "", str(p), "an existing file or directory", problem)
+            for p, problem in unreadable
+            if problem is not None
+        ]
+        if problems:
+            raise InputError(problems)
         files = list(expand_paths(args.paths))
         if not files:
             raise InputError(

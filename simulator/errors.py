@@ -22,12 +22,16 @@ _MAX_VALUE_CHARS = 80
 
 
 def describe_value(value: object) -> str:
-    """Return a short, readable rendering of a bad value for a message."""
+    """Return a short, readable rendering of a bad value for a message.
+
+    A long value is cut to 80 characters, followed by its full length.
+    """
     if isinstance(value, float) and math.isnan(value):
         return "NaN"
     text = repr(value)
     if len(text) > _MAX_VALUE_CHARS:
-        text = text[: _MAX_VALUE_CHARS - 3] + "..."
+        size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters"
+        text = text[: _MAX_VALUE_CHARS - 3] + f"... ({size})"
     return text
 
 

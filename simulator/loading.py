@@ -16,7 +16,8 @@ import copy
 import difflib
 import json
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Hashable, Iterator, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -26,6 +27,7 @@ import jsonschema
 import yaml
 
 from simulator.errors import InputError, Issue, describe_value, key_path, make_issue
+from simulator.input_files import read_bounded
 
 SCHEMA_PACKAGE = "simulator.schemas"
 
@@ -41,14 +43,67 @@ def load_packaged_schema(name: str) -> dict[str, Any]:
     return loaded
 
 
+MAX_NESTING_DEPTH = 64
+"""Deepest nesting of mappings and lists accepted in a YAML or JSON document."""
+
+MAX_YAML_VALUES = 1_000_000
+"""Most values (scalars, lists, mappings) a YAML document may hold once its aliases
+are expanded; bounds "billion laughs" documents."""
+
+BOUNDED_YAML = (
+    f"valid YAML nested at most {MAX_NESTING_DEPTH} levels, "
+    f"with at most {MAX_YAML_VALUES} values once aliases are expanded"
+)
+"""What a YAML document (or ``--set`` value) must be, for messages about the bounds."""
+
+
+class YamlBoundError(yaml.composer.ComposerError):
+    """A YAML document exceeds :data:`MAX_NESTING_DEPTH` or :data:`MAX_YAML_VALUES`."""
+
+
+_YAML_12_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+
+    |[-+]?\.[0-9_]+[eE][-+]?[0-9]+)$""",
+    re.X,
+)
+"""Scientific notation YAML 1.1 leaves as text (``1e3``, ``1e-3``, ``1.0e12``)."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that rejects duplicate mapping keys."""
+    """A safe YAML loader that rejects duplicate and unhashable mapping keys and bounds nesting.
+
+    Scientific notation resolves to floats as in YAML 1.2.
+    """
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        """Compose one node, refusing nesting deeper than :data:`MAX_NESTING_DEPTH`."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING_DEPTH:
+                raise YamlBoundError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_NESTING_DEPTH} levels",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     mapping: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node)
+        if not isinstance(key, Hashable):
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"a {type(key).__name__} used as a mapping key (keys must be text or numbers)",
+                key_node.start_mark,
+            )
         if key in mapping:
             raise yaml.constructor.ConstructorError(
                 None,
@@ -64,50 +119,137 @@ _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,
 )
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", _YAML_12_FLOAT, list("-+0123456789.")
+)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a node graph holding more than :data:`MAX_YAML_VALUES` values with aliases expanded.
+
+    Aliases share nodes, so sizes are counted once per node (memoised) and
+    the check takes time proportional to the text, not to the expansion.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(key) + size(value) for key, value in node.value)
+        if total > MAX_YAML_VALUES:
+            raise YamlBoundError(
+                None,
+                None,
+                f"aliases expand to more than {MAX_YAML_VALUES} values",
+                node.start_mark,
+            )
+        sizes[id(node)] = total
+        return total
+
+    size(root)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse one YAML document with the bounded, duplicate-refusing safe loader.
+
+    Raises:
+        yaml.YAMLError: The text is not valid YAML, or exceeds a bound
+            (:data:`MAX_NESTING_DEPTH`, :data:`MAX_YAML_VALUES`).
+    """
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _nesting_depth(document: Any) -> int:
+    """Return how deeply lists and mappings nest in a parsed document (iteratively)."""
+    deepest = 0
+    stack = [(document, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _read_json(path: Path, text: str) -> Any:
+    allowed = f"valid JSON (nesting depth <= {MAX_NESTING_DEPTH})"
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            [
+                make_issue(
+                    path,
+                    f"line {exc.lineno}, column {exc.colno}",
+                    exc.doc[exc.pos : exc.pos + 20],
+                    allowed,
+                    exc.msg,
+                )
+            ]
+        ) from None
+    except RecursionError:
+        document = None
+        depth = MAX_NESTING_DEPTH + 1
+    else:
+        depth = _nesting_depth(document)
+    if depth > MAX_NESTING_DEPTH:
+        raise InputError(
+            [make_issue(path, "", text[:20], allowed, f"nested deeper than {MAX_NESTING_DEPTH}")]
+        )
+    return document
 
 
 def read_document(path: Path, what: str = "file") -> Any:
     """Parse a YAML (``.yaml``/``.yml``) or JSON (``.json``) file.
+
+    The file must be a regular file of at most
+    :data:`~simulator.input_files.MAX_DOCUMENT_BYTES`; nesting and alias
+    expansion are bounded (:data:`MAX_NESTING_DEPTH`, :data:`MAX_YAML_VALUES`).
 
     Args:
         path: The file to read.
         what: What the file is, for messages (e.g. ``"scenario"``).
 
     Raises:
-        InputError: The file is missing, unreadable, or not valid YAML/JSON.
+        InputError: The file is missing, unreadable, too large or not valid YAML/JSON.
     """
-    if not path.is_file():
-        raise InputError([make_issue(path, "", str(path), f"an existing {what} file", "not found")])
+    data = read_bounded(path, what)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(
             [make_issue(path, "", str(path), f"a readable UTF-8 {what} file", str(exc))]
         ) from None
     if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                [
-                    make_issue(
-                        path,
-                        f"line {exc.lineno}, column {exc.colno}",
-                        exc.doc[exc.pos : exc.pos + 20],
-                        "valid JSON",
-                        exc.msg,
-                    )
-                ]
-            ) from None
+        return _read_json(path, text)
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         lines = text.splitlines()
         bad_line = lines[mark.line].strip() if mark is not None and mark.line < len(lines) else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError([make_issue(path, where, bad_line, "valid YAML", problem)]) from None
+        allowed = BOUNDED_YAML if isinstance(exc, YamlBoundError) else "valid YAML"
+        raise InputError([make_issue(path, where, bad_line, allowed, problem)]) from None
 
 
 def _allowed_text(schema: Mapping[str, Any]) -> str:

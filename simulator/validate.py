@@ -15,6 +15,7 @@ from typing import Literal
 
 from simulator.acceptance import load_acceptance_model
 from simulator.devices import load_device_profile
+from simulator.engine.runtime import build_runtime
 from simulator.errors import InputError, make_issue
 from simulator.loading import read_document
 from simulator.lut import load_lut
@@ -76,11 +77,16 @@ def _count(n: int, singular: str, plural: str) -> str:
 
 
 def validate_file(path: Path, kind: FileKind | None = None) -> Verdict:
-    """Validate one file with everything it references."""
+    """Validate one file with everything it references.
+
+    A scenario goes through the loader ``simulate`` uses and has its run-time
+    objects resolved, so every check a run makes before its first event runs.
+    """
     try:
         kind = kind or detect_kind(path)
         if kind == "scenario":
             scenario = load_scenario(path)
+            build_runtime(scenario)  # what a run resolves before its first event
             summary = (
                 f"scenario {scenario.scenario_id}: mode {scenario.speculation.mode}, "
                 f"{_count(len(scenario.devices), 'device class', 'device classes')}, "

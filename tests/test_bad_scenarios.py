@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from simulator.cli import main as simulate_main
-from simulator.validate import validate_file
+from simulator.validate import Verdict, validate_file
 from tests.commands import run_python
 from tests.engine_fixtures import (
     BATCH_AXIS,
@@ -802,7 +802,11 @@ CASES: dict[str, Case] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_refused_with_a_clear_message(tmp_path, name):
     case = CASES[name]
-    verdict = validate_file(case.build(tmp_path))
+    assert_refused(case, validate_file(case.build(tmp_path)))
+
+
+def assert_refused(case: Case, verdict: Verdict) -> None:
+    """Check ``verdict`` refuses the input with a message holding every piece of ``case``."""
     assert not verdict.ok
     assert verdict.error is not None
     lines = [issue.format() for issue in verdict.error.issues]

@@ -471,3 +471,38 @@ def test_scenario_availability_on_a_target_class_replaces_its_profiles(tmp_path)
     }
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     assert _requests(path)["ttft_server_ms"].iloc[0] > 2000.0
+
+
+def test_chunked_prefill_on_a_hybrid_replica_lets_a_verifier_prompt_start(tmp_path):
+    """A stream of fused rounds does not keep a distributed request's prompt waiting.
+
+    Far clients (RTT above the threshold) are served fused, near ones distributed;
+    one pass runs one model, so the near prompt's chunks need passes of the verifier.
+    """
+    trace = tmp_path / "mixed.csv"
+    rows = "".join("0.0,100,300,far\n" for _ in range(8)) + "0.05,600,5,near\n"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens,origin\n" + rows)
+    path = write_scenario(
+        tmp_path,
+        mode="hybrid",
+        workload={"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}},
+        extra={
+            "speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 10}},
+            "scheduler.arbitration": {"policy": "chunked_prefill", "params": {"token_budget": 64}},
+            "scheduler.prefill": {"batching": {"max_batch": 8}},
+        },
+    )
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][0]["id"] = "near"
+    document["hardware_profiles"].insert(1, {**document["hardware_profiles"][0], "id": "far"})
+    document["network"]["links"] = [
+        {"src": "near", "dst": "pool", "rtt_ms": 1, "bw_mbps": 1e6},
+        {"src": "far", "dst": "pool", "rtt_ms": 50, "bw_mbps": 1e6},
+    ]
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    frame = _requests(path)
+    near = frame[frame["origin"] == "near"].iloc[0]
+    far = frame[frame["origin"] == "far"]
+    assert near["mode"] == "distributed" and set(far["mode"]) == {"fused"}
+    # The fused requests are still decoding when the near prompt is done.
+    assert near["ttft_server_ms"] < far["e2e_ms"].min() - 50.0

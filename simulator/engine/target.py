@@ -303,11 +303,15 @@ class TargetReplica:
         """The decode lane's batch now (``(kind, requests)``), else ``None`` and a wake time.
 
         One kind per iteration: the kind whose item has been ready longest.
-        With a ``token_budget`` the batch is cut to the items that fit it (at
-        least one, so nothing starves).
+        With a ``token_budget`` (chunked prefill) the batch is cut to the items
+        that fit it (at least one, so nothing starves), and only work of a
+        model that chunks can ride with is offered (see
+        :meth:`_kinds_beside_chunks`).
         """
         queues = self.decode_q
         kinds = [k for k in (DECODE, VERIFY, FUSED) if queues[k]]
+        if token_budget is not None and len(kinds) > 0:
+            kinds = self._kinds_beside_chunks(kinds)
         if not kinds:
             return None, INF
         if len(kinds) == 1:
@@ -334,6 +338,30 @@ class TargetReplica:
                 fits += 1
             take = take[:fits]
         return (kind, [queue[i] for i in take]), INF
+
+    def _kinds_beside_chunks(self, kinds: list[str]) -> list[str]:
+        """Decode-lane kinds an iteration with prefill chunks may run (one model per pass).
+
+        While a prompt's prefill is under way, only work of its model: its
+        chunks ride on every iteration until it is done. Otherwise, when the
+        prompt at the head of the prefill lane needs the other model (hybrid
+        replicas hold the verifier and the fused model) and has waited longer
+        than every item of that model's work, only work of its model, so that
+        it can start; without this a stream of fused rounds would keep a
+        verifier prompt waiting for as long as it lasts.
+        """
+        if self._chunking:
+            model = _MODEL_OF[self._chunking[0][1]]
+            return [k for k in kinds if _MODEL_OF[k] == model]
+        if not self.prefill_q or len(self.holders) >= self.max_running:
+            return kinds
+        _req, head_kind, queued_s = self.prefill_q[0]
+        model = _MODEL_OF[head_kind]
+        others = [k for k in kinds if _MODEL_OF[k] != model]
+        queues = self.decode_q
+        if others and all(min(r.ready_s for r in queues[k]) > queued_s for k in others):
+            return [k for k in kinds if _MODEL_OF[k] == model]
+        return kinds
 
     def step_tokens(self, step: Any) -> int:
         """Tokens a decode-lane batch processes: 1 per plain decode, k + 1 per round."""

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import InputError, make_issue
+from simulator.input_files import file_problem
 
 CSV_SUFFIXES: tuple[str, ...] = (".csv",)
 """File name endings read as CSV."""
@@ -70,8 +71,9 @@ def read_lut_bytes(path: Path) -> bytes:
             "a LUT file ending in " + " or ".join(CSV_SUFFIXES + PARQUET_SUFFIXES),
             "unknown LUT file type",
         )
-    if not path.is_file():
-        raise _issue_error(path, "", str(path), "an existing LUT file", "not found")
+    problem = file_problem(path)
+    if problem is not None:
+        raise _issue_error(path, "", str(path), "an existing LUT file", problem)
     try:
         return path.read_bytes()
     except OSError as exc:

@@ -24,6 +24,7 @@ from simulator.devices import (
     load_device_profile,
 )
 from simulator.errors import InputError, Issue, make_issue
+from simulator.input_files import file_problem
 from simulator.limits import MAX_TARGET_REPLICAS
 from simulator.loading import resolve_path, schema_issues
 from simulator.lut import LutKey, LutManager, LutTable, load_lut
@@ -48,7 +49,8 @@ from simulator.scenario.model import (
 )
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.schema import scenario_schema
-from simulator.workload import WorkloadSpec, build_workload_spec
+from simulator.workload import TraceSource, WorkloadSpec, build_workload_spec
+from simulator.workload.issue_collector import row_key
 
 T = TypeVar("T")
 
@@ -136,10 +138,9 @@ class _Builder:
     def load_file(self, key: str, value: str, loader: Callable[[Path], T], what: str) -> T | None:
         """Load a referenced file; its own problems are reported under its own name."""
         path = resolve_path(self.base_dir, value)
-        if not path.is_file():
-            self.issue(
-                key, value, f"an existing {what} file (resolved to {path})", "file not found"
-            )
+        problem = file_problem(path)
+        if problem is not None:
+            self.issue(key, value, f"an existing {what} file (resolved to {path})", problem)
             return None
         try:
             return loader(path)
@@ -773,15 +774,27 @@ class _Builder:
         self.issues.extend(issues)
         if spec is None:
             return None
+        declared = "a hardware_profiles id of type draft: " + (
+            ", ".join(client_ids) or "(none declared)"
+        )
+        problem = "origin names an undeclared client device class"
+        trace = spec.source.trace if isinstance(spec.source, TraceSource) else None
         for name in sorted(spec.origin_names()):
-            if name not in client_ids:
-                self.issue(
-                    "workload",
+            if name in client_ids:
+                continue
+            rows = trace.rows_with_origin(name) if trace is not None else []
+            if trace is None or not rows:
+                self.issue("workload.origin.weights", name, declared, problem)
+                continue
+            self.issues.append(
+                make_issue(
+                    trace.path,
+                    row_key(rows[0], "origin"),
                     name,
-                    "a hardware_profiles id of type draft: "
-                    + (", ".join(client_ids) or "(none declared)"),
-                    "origin names an undeclared client device class",
+                    f"{declared} (declared under hardware_profiles in {self.file})",
+                    f"{problem} ({len(rows)} row(s) name it; the first is listed)",
                 )
+            )
         return spec
 
     def client_links(self, classes: list[DeviceClass], network: NetworkSpec) -> None:

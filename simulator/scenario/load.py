@@ -64,7 +64,11 @@ TRACE_PREFIX = "trace://"
 def _absolute(value: str, base: Path) -> str:
     if value.startswith(TRACE_PREFIX):
         return TRACE_PREFIX + _absolute(value[len(TRACE_PREFIX) :], base)
-    return str(resolve_path(base, value).resolve())
+    path = resolve_path(base, value)
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):  # a symlink loop: the loaders report it
+        return str(path.absolute())
 
 
 def absolute_paths(document: dict[str, Any], file: Path) -> dict[str, Any]:

@@ -9,12 +9,15 @@ from typing import Any
 import yaml
 
 from simulator.errors import InputError, Issue, make_issue
+from simulator.loading import BOUNDED_YAML, YamlBoundError, load_yaml
 
 OVERRIDE_SOURCE = "--set"
 
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
     """Split ``a.b[0].c=value`` (or ``a.b.0.c=value``) into a path and a YAML-parsed value.
+
+    The value is read like a scenario file's (see :func:`~simulator.loading.load_yaml`).
 
     Raises:
         ValueError: The text has no ``=`` or an empty key.
@@ -26,7 +29,7 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
     if not key or any(not part for part in key.split(".")):
         raise ValueError("expected a dotted key such as scheduler.verify.batching.max_batch")
     path: list[str | int] = [int(p) if p.isdigit() else p for p in key.split(".")]
-    value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+    value = load_yaml(raw_value) if raw_value.strip() else ""
     return path, value
 
 
@@ -43,9 +46,16 @@ def apply_overrides(document: Any, overrides: Sequence[str]) -> Any:
     for text in overrides:
         try:
             path, value = parse_override(text)
-        except (ValueError, yaml.YAMLError) as exc:
+        except ValueError as exc:
             issues.append(
                 make_issue(OVERRIDE_SOURCE, "", text, "KEY=VALUE with a dotted key", str(exc))
+            )
+            continue
+        except yaml.YAMLError as exc:
+            allowed = BOUNDED_YAML if isinstance(exc, YamlBoundError) else "valid YAML"
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            issues.append(
+                make_issue(OVERRIDE_SOURCE, "", text, f"KEY=VALUE with {allowed}", problem)
             )
             continue
         problem = _set_path(result, path, value)

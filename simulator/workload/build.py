@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import Issue, make_issue
+from simulator.input_files import file_problem
 from simulator.limits import MAX_REQUESTS
 from simulator.loading import fill_defaults, load_packaged_schema, resolve_path, schema_issues
 from simulator.workload.arrivals import (
@@ -72,12 +73,13 @@ class _Builder:
         if (path, fmt) not in self._traces:
             self._traces[(path, fmt)] = load_trace(path, fmt)
             table, found = self._traces[(path, fmt)]
-            if not path.is_file():
+            problem = file_problem(path)
+            if problem is not None:
                 self.issue(
                     key,
                     name,
                     "an existing trace file (paths are relative to the scenario file)",
-                    f"trace file not found: {path}",
+                    f"trace file {problem}: {path}",
                 )
                 return None
             for issue in found:

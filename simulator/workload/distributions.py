@@ -6,7 +6,10 @@ lognormal is parameterised by its median and the standard deviation
 ``sigma`` of ``ln(tokens)``, and truncated to ``[min_tokens, max_tokens]``
 by *conditioning*: draws come from the distribution restricted to that range
 (sampled exactly through the inverse normal CDF, never clipped, so no mass
-piles up at the bounds), then rounded to the nearest whole token.
+piles up at the bounds), then rounded to the nearest whole token. Without a
+``max_tokens`` it is truncated at
+:data:`~simulator.workload.trace_table.MAX_REQUEST_TOKENS`, the longest
+request a trace may hold too, so no draw overflows.
 """
 
 from __future__ import annotations
@@ -19,9 +22,7 @@ import numpy as np
 from scipy import special
 
 from simulator.workload.arrays import IntArray, frozen
-
-_UNBOUNDED_TOKENS = 1e15
-"""Stand-in upper bound for an untruncated lognormal (guards against inf)."""
+from simulator.workload.trace_table import MAX_REQUEST_TOKENS
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ class LognormalLength:
         median_tokens: Median of the untruncated distribution (``exp(mu)``).
         sigma: Standard deviation of ``ln(tokens)`` (> 0).
         min_tokens: Lower truncation bound (>= 1).
-        max_tokens: Upper truncation bound (>= min_tokens); None for none.
+        max_tokens: Upper truncation bound (>= min_tokens); None for
+            :data:`~simulator.workload.trace_table.MAX_REQUEST_TOKENS`.
     """
 
     median_tokens: float
@@ -104,10 +106,12 @@ class LognormalLength:
         """Return the truncation bounds as standard-normal quantiles."""
         mu = math.log(self.median_tokens)
         low = (math.log(self.min_tokens) - mu) / self.sigma
-        high = (
-            math.inf if self.max_tokens is None else (math.log(self.max_tokens) - mu) / self.sigma
-        )
+        high = (math.log(self.upper_tokens()) - mu) / self.sigma
         return low, high
+
+    def upper_tokens(self) -> int:
+        """Return the upper truncation bound in effect (``max_tokens`` or the hard bound)."""
+        return MAX_REQUEST_TOKENS if self.max_tokens is None else self.max_tokens
 
     def sample(self, n: int, rng: np.random.Generator) -> IntArray:
         """Return ``n`` lengths (exact inverse-CDF sampling of the truncated normal)."""
@@ -121,7 +125,7 @@ class LognormalLength:
             u = rng.uniform(special.ndtr(low), special.ndtr(high), size=n)
             z = special.ndtri(u)
         tokens = np.exp(math.log(self.median_tokens) + self.sigma * np.clip(z, low, high))
-        top = _UNBOUNDED_TOKENS if self.max_tokens is None else float(self.max_tokens)
+        top = float(self.upper_tokens())
         rounded: IntArray = np.rint(np.clip(tokens, self.min_tokens, top)).astype(np.int64)
         return rounded
 

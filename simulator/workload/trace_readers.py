@@ -12,8 +12,11 @@ Rules (documented in ``docs/workload.md``):
   them >= 1. Real formats (azure, mooncake, vidur) accept 0 but skip such rows
   (a request that reads or writes nothing cannot be served); the number
   skipped is :attr:`TraceTable.dropped_rows`.
+* Token counts are at most :data:`~simulator.workload.trace_table.MAX_REQUEST_TOKENS`.
 * Arrival times must be finite and non-decreasing in every format; they are
   returned in seconds after the first row's arrival.
+* No line may be longer than :data:`MAX_TRACE_LINE_BYTES`; this is checked
+  before parsing, so a huge cell costs neither time nor memory.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from simulator.errors import InputError, Issue, make_issue
+from simulator.input_files import file_problem
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
 from simulator.workload.issue_collector import RowIssues
 from simulator.workload.trace_formats import (
@@ -38,9 +42,37 @@ from simulator.workload.trace_formats import (
     detect_format,
     layout_for,
 )
-from simulator.workload.trace_table import TraceTable
+from simulator.workload.trace_table import MAX_REQUEST_TOKENS, TraceTable
 
 BoolArray = npt.NDArray[np.bool_]
+
+MAX_TRACE_LINE_BYTES = 2**20
+"""Longest line (header, CSV row or JSONL record) a trace file may have (1 MiB)."""
+
+_QUOTED_BYTES = 60
+
+
+def _overlong_line(path: Path) -> tuple[int, int, str] | None:
+    """Find the first line longer than :data:`MAX_TRACE_LINE_BYTES`, reading in bounded pieces.
+
+    Returns:
+        ``(line number, length in bytes, its first bytes as text)``, or None.
+    """
+    with path.open("rb") as stream:
+        for number, line in enumerate(
+            iter(lambda: stream.readline(MAX_TRACE_LINE_BYTES + 1), b""), 1
+        ):
+            if len(line) <= MAX_TRACE_LINE_BYTES:
+                continue
+            head = line[:_QUOTED_BYTES].decode("utf-8", errors="replace")
+            length = len(line)
+            while not line.endswith(b"\n"):
+                line = stream.readline(MAX_TRACE_LINE_BYTES)
+                if not line:
+                    break
+                length += len(line)
+            return number, length, head
+    return None
 
 
 class _Raw:
@@ -152,11 +184,16 @@ def _tokens(
     values, missing = _cell_numbers(raw.columns[column], layout.container)
     cells = raw.columns[column].tolist()
     floor = 1 if layout.generic else 0
-    allowed = "a whole number >= 1" if layout.generic else "a whole number >= 0 (0 skips the row)"
+    allowed = (
+        f"a whole number >= 1 and <= {MAX_REQUEST_TOKENS}"
+        if layout.generic
+        else f"a whole number >= 0 and <= {MAX_REQUEST_TOKENS} (0 skips the row)"
+    )
     finite = np.isfinite(values)
     whole = finite & (np.floor(np.where(finite, values, 0.0)) == np.where(finite, values, 0.0))
     small = whole & (values < floor)
-    for index in np.flatnonzero(missing | ~finite | ~whole | small):
+    large = whole & (values > MAX_REQUEST_TOKENS)
+    for index in np.flatnonzero(missing | ~finite | ~whole | small | large):
         row = int(raw.rows[index])
         if missing[index]:
             issues.add(row, column, "(empty)", allowed, "missing value")
@@ -164,9 +201,11 @@ def _tokens(
             issues.add(row, column, cells[index], allowed, "not a finite number")
         elif not whole[index]:
             issues.add(row, column, cells[index], allowed, "not a whole number")
+        elif large[index]:
+            issues.add(row, column, cells[index], allowed, "too large")
         else:
             issues.add(row, column, cells[index], allowed, "too small")
-    good = whole & ~small & ~missing
+    good = whole & ~small & ~large & ~missing
     counts = np.where(good, values, 0.0).astype(np.int64)
     return counts, good
 
@@ -325,8 +364,23 @@ def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[I
             "format", fmt, "one of " + ", ".join(FORMAT_CHOICES), "unknown format"
         )
         return None, issues.issues()
-    if not path.is_file():
-        issues.add_file_issue("", str(path), "an existing trace file", "trace file not found")
+    problem = file_problem(path)
+    if problem is not None:
+        issues.add_file_issue("", str(path), "an existing trace file", f"trace file {problem}")
+        return None, issues.issues()
+    try:
+        overlong = _overlong_line(path)
+    except OSError as exc:
+        issues.add_file_issue("", str(exc), "a readable trace file", "cannot read the trace")
+        return None, issues.issues()
+    if overlong is not None:
+        number, length, head = overlong
+        issues.add_file_issue(
+            f"line {number}",
+            head + "...",
+            f"lines of at most {MAX_TRACE_LINE_BYTES} bytes",
+            f"line of {length} bytes is too long",
+        )
         return None, issues.issues()
     try:
         layout = layout_for(path, detect_format(path) if fmt == "auto" else fmt)

@@ -9,6 +9,9 @@ import numpy as np
 
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, frozen
 
+MAX_REQUEST_TOKENS = 10_000_000
+"""Longest prompt or output a trace row or a length distribution may give (tokens)."""
+
 
 @dataclass(frozen=True, eq=False)
 class TraceTable:
@@ -73,6 +76,12 @@ class TraceTable:
         """Return the file row number of kept row ``index``."""
         assert self.source_rows is not None  # set in __post_init__
         return int(self.source_rows[index])
+
+    def rows_with_origin(self, name: str) -> list[int]:
+        """Return the file row numbers of the rows whose origin is ``name``."""
+        if self.origin is None:
+            return []
+        return [self.row_of(int(i)) for i in np.flatnonzero(self.origin == name)]
 
     def take(self, indices: IntArray) -> TraceTable:
         """Return the rows at ``indices`` (in that order) as a new table."""
