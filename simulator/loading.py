@@ -264,14 +264,18 @@ def _allowed_text(schema: Mapping[str, Any]) -> str:
         parts.append(" or ".join(kind))
     elif isinstance(kind, str):
         parts.append(kind)
-    if "minimum" in schema:
-        parts.append(f">= {schema['minimum']}")
-    if "exclusiveMinimum" in schema:
-        parts.append(f"> {schema['exclusiveMinimum']}")
-    if "maximum" in schema:
-        parts.append(f"<= {schema['maximum']}")
-    if "exclusiveMaximum" in schema:
-        parts.append(f"< {schema['exclusiveMaximum']}")
+    bounds = [
+        f"{sign} {schema[key]}"
+        for key, sign in (
+            ("minimum", ">="),
+            ("exclusiveMinimum", ">"),
+            ("maximum", "<="),
+            ("exclusiveMaximum", "<"),
+        )
+        if key in schema
+    ]
+    if bounds:
+        parts.append(" and ".join(bounds))
     if "pattern" in schema:
         parts.append(f"matching {schema['pattern']}")
     if "minItems" in schema:

@@ -68,7 +68,7 @@ def test_bad_alpha(tmp_path: Path, alpha: str, problem: str) -> None:
         assert issue.value == "NaN"
         assert issue.allowed == "a finite number"
     else:
-        assert issue.allowed == "number >= 0 <= 1"
+        assert issue.allowed == "number >= 0 and <= 1"
 
 
 def test_unsorted_and_duplicate_bins_reported_together(tmp_path: Path) -> None:
