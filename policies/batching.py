@@ -98,8 +98,7 @@ class SizeTimeoutBatcher:
         due_s = oldest_s + self._max_wait_s
         if len(waiting) < limits.max_batch and now_s < due_s:
             return BatchChoice((), wake_at_s=due_s)
-        # Oldest first; the sort is stable, so equal times keep their queue order.
-        order = sorted(range(len(waiting)), key=[item.enqueued_s for item in waiting].__getitem__)
+        order = self._order(waiting, now_s)
         take: list[int] = []
         tokens = 0
         for index in order:
@@ -111,6 +110,13 @@ class SizeTimeoutBatcher:
             take.append(index)
             tokens += new_tokens
         return BatchChoice(tuple(take))
+
+    def _order(self, waiting: Sequence[QueuedItem], now_s: float) -> list[int]:
+        """Indices of ``waiting`` in the order they join a batch: oldest first.
+
+        The sort is stable, so equal times keep their queue order.
+        """
+        return sorted(range(len(waiting)), key=[item.enqueued_s for item in waiting].__getitem__)
 
 
 @PREFILL_BATCHING.register
@@ -137,3 +143,88 @@ class FcfsVerify(SizeTimeoutBatcher):
     """Verify iterations in arrival order under the size/timeout rule."""
 
     name: ClassVar[str] = "fcfs"
+
+
+@VERIFY_BATCHING.register
+class EdfVerify(SizeTimeoutBatcher):
+    """Earliest deadline first under the size/timeout rule.
+
+    When the rule says a batch runs (``max_batch`` waiting, or the oldest has
+    waited ``max_wait_ms``), its members are taken by earliest
+    ``deadline_s``, ties broken by arrival in the lane then queue order, up to
+    ``max_batch`` and ``max_tokens``.
+    """
+
+    name: ClassVar[str] = "edf"
+
+    def _order(self, waiting: Sequence[QueuedItem], now_s: float) -> list[int]:
+        """Earliest deadline first; then oldest; then queue order."""
+        return sorted(
+            range(len(waiting)), key=lambda i: (waiting[i].deadline_s, waiting[i].enqueued_s)
+        )
+
+
+@dataclass(frozen=True)
+class LeastSlackParams:
+    """Parameters of least-slack scheduling: a linear model of an item's service time.
+
+    Attributes:
+        base_ms: Service time of an item regardless of its size.
+        per_new_token_ms: Added per token the iteration processes for it.
+        per_context_token_us: Added per token of context it attends over.
+    """
+
+    base_ms: float = 0.0
+    per_new_token_ms: float = 0.0
+    per_context_token_us: float = 0.0
+
+
+@VERIFY_BATCHING.register
+class LeastSlackVerify(SizeTimeoutBatcher):
+    """Least slack first under the size/timeout rule.
+
+    An item's slack is ``deadline_s - now_s - service_s``, with its predicted
+    service time ``service_s = base_ms + per_new_token_ms * new_tokens +
+    per_context_token_us * context_len`` (converted to seconds): how long it
+    can still wait and meet its deadline. When the rule says a batch runs,
+    members are taken by smallest slack, ties broken by arrival in the lane
+    then queue order, up to ``max_batch`` and ``max_tokens``. With every
+    coefficient 0 (the default) it orders as ``edf``.
+    """
+
+    name: ClassVar[str] = "least_slack"
+    Params: ClassVar[type[LeastSlackParams]] = LeastSlackParams  # type: ignore[assignment]
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "base_ms": {"type": "number", "minimum": 0, "default": 0.0},
+            "per_new_token_ms": {"type": "number", "minimum": 0, "default": 0.0},
+            "per_context_token_us": {"type": "number", "minimum": 0, "default": 0.0},
+        },
+    }
+
+    def __init__(self, limits: BatchLimits, params: LeastSlackParams | None = None) -> None:
+        super().__init__(limits)
+        self.params = params if params is not None else LeastSlackParams()  # type: ignore[assignment]
+
+    def service_s(self, item: QueuedItem) -> float:
+        """The item's predicted service time (see the class docstring)."""
+        p = self.params
+        assert isinstance(p, LeastSlackParams)
+        return (
+            p.base_ms / 1e3
+            + p.per_new_token_ms / 1e3 * item.new_tokens
+            + p.per_context_token_us / 1e6 * item.context_len
+        )
+
+    def slack_s(self, item: QueuedItem, now_s: float) -> float:
+        """How long the item can still wait and meet its deadline."""
+        return item.deadline_s - now_s - self.service_s(item)
+
+    def _order(self, waiting: Sequence[QueuedItem], now_s: float) -> list[int]:
+        """Smallest slack first; then oldest; then queue order."""
+        return sorted(
+            range(len(waiting)),
+            key=lambda i: (self.slack_s(waiting[i], now_s), waiting[i].enqueued_s),
+        )

@@ -19,7 +19,13 @@ class QueuedItem(NamedTuple):
         request_id: The request's id.
         enqueued_s: Simulated time at which it joined this queue.
         deadline_s: The time by which its next SLO-relevant event is due
-            (used by deadline-aware policies); ``inf`` when none applies.
+            (used by deadline-aware policies): for a prompt awaiting prefill,
+            arrival + TTFT target; for a verify bundle of a class with a TVT
+            target, the time it was sent + TVT target; for any other decode,
+            fused, verify or draft step, the time its next output token is due
+            to keep the request on its TPOT pace (the target's first-token
+            time + output tokens so far × TPOT target). See
+            ``policies/README.md``. ``inf`` when no target applies.
         context_len: Tokens of context the iteration attends over.
         new_tokens: Tokens the iteration processes for this request.
     """

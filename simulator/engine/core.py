@@ -51,6 +51,7 @@ from simulator.engine.usage import ClassUsage, class_usage
 from simulator.rng import BufferedDraws, RandomStreams
 from simulator.scenario.model import Link, PolicyChoice
 from simulator.workload import RequestTable
+from simulator.workload.slo import SloTargets
 
 LANE_OF_MODE = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}
 """The decode-lane work of a request by its mode."""
@@ -322,7 +323,7 @@ class Engine:
             f"request {req.request_id}",
             f"prompt={req.prompt_tokens} output={req.output_tokens}",
         )
-        slo = self.requests.slo_of(req.slo_class)
+        slo = self._set_slo(req)
         query = AdmissionQuery(
             now,
             req.request_id,
@@ -367,6 +368,14 @@ class Engine:
         self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
         if req.drafter is not None:
             req.drafter.admit(req)
+
+    def _set_slo(self, req: RequestState) -> SloTargets:
+        """Store the request's SLO targets on it, in seconds (read by the queues' deadlines)."""
+        slo = self.requests.slo_of(req.slo_class)
+        req.ttft_slo_s = slo.ttft_ms / 1000.0
+        req.tpot_slo_s = slo.tpot_ms / 1000.0
+        req.tvt_slo_s = slo.tvt_ms / 1000.0 if slo.tvt_ms is not None else math.inf
+        return slo
 
     def _exceeds_context_window(self, req: RequestState, replica: TargetReplica, kind: str) -> bool:
         """Whether the request's longest context is beyond a model's LUT range.
@@ -418,6 +427,7 @@ class Engine:
         req.generated = 1
         self._tokens_out += 1
         req.first_token_server_s = now
+        req.tpot_origin_s = now
         arrive_s = self._download(req, self._payload.bytes_per_result_token, now)
         drafter = req.drafter
         if drafter is not None:
@@ -539,6 +549,10 @@ class Engine:
                 item.origin,
             )
             req.generated = item.generated
+            self._set_slo(req)
+            if item.generated > 0:
+                # Its next token is due one TPOT after the window starts.
+                req.tpot_origin_s = -(item.generated - 1) * req.tpot_slo_s
             req.mode = item.mode
             req.replica = replica.index
             req.device = item.device

@@ -39,7 +39,7 @@ from policies.views import QueuedItem
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.heat import Heat
 from simulator.engine.lifecycle import ServerContext
-from simulator.engine.request_state import RequestState
+from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ClientPool
 
 INF = float("inf")
@@ -188,7 +188,9 @@ class DraftDevice:
 
     def _select_drafts(self, now_s: float) -> tuple[list[RequestState], float | None]:
         jobs = self.draft_jobs
-        items = [QueuedItem(r.request_id, r.ready_s, INF, r.context, r.k) for r in jobs]
+        items = [
+            QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, r.k) for r in jobs
+        ]
         choice = self._lane.select(items, now_s)
         if not choice.take:
             return [], choice.wake_at_s

@@ -10,6 +10,7 @@ from simulator.acceptance import AcceptanceModel
 from simulator.engine.network import Channel
 
 NAN = math.nan
+INF = math.inf
 
 OUTCOMES = ("completed", "rejected", "unfinished")
 
@@ -87,7 +88,11 @@ class RequestState:
         "rounds",
         "slo_class",
         "target_energy_j",
+        "tpot_origin_s",
+        "tpot_slo_s",
+        "ttft_slo_s",
         "tvt_max_s",
+        "tvt_slo_s",
         "uplink",
     )
 
@@ -128,6 +133,15 @@ class RequestState:
         self.preemptions = 0
         self.prefilled = 0
         """Context tokens already computed by a prefill under way in chunks."""
+        self.ttft_slo_s = INF
+        """The request's TTFT target, seconds (set once when it arrives)."""
+        self.tpot_slo_s = INF
+        """Its TPOT target, seconds."""
+        self.tvt_slo_s = INF
+        """Its TVT target, seconds (``inf`` when its class has none)."""
+        self.tpot_origin_s = INF
+        """Origin of its TPOT deadlines: output token ``n + 1`` is due at
+        ``tpot_origin_s + n * tpot_slo_s`` (the server's first-token time)."""
         self.outcome = "unfinished"
         self.reason = ""
         self.acceptance: AcceptanceModel | None = None
@@ -144,6 +158,16 @@ class RequestState:
     def remaining(self) -> int:
         """Output tokens still to produce."""
         return self.output_tokens - self.generated
+
+
+def next_token_due_s(req: RequestState) -> float:
+    """When the request's next output token is due to keep it on its TPOT pace.
+
+    Token ``n + 1`` is due ``n`` TPOTs after the first, ``n`` the tokens
+    committed so far (the deadline of its decode, fused, verify without a TVT
+    target, and draft steps; see ``policies/README.md``).
+    """
+    return req.tpot_origin_s + req.generated * req.tpot_slo_s
 
 
 @dataclass(frozen=True)

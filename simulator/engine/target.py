@@ -69,7 +69,7 @@ from simulator.engine.costs import DECODE, FUSED, VERIFY, PhaseCost
 from simulator.engine.heat import Heat
 from simulator.engine.kv import KvPool
 from simulator.engine.lifecycle import ServerContext
-from simulator.engine.request_state import RequestState
+from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ReplicaPlan
 
 INF = float("inf")
@@ -319,10 +319,28 @@ class TargetReplica:
         else:
             kind = min(kinds, key=lambda k: min(r.ready_s for r in queues[k]))
         queue = queues[kind]
-        items = [
-            QueuedItem(r.request_id, r.ready_s, INF, r.context, 1 if kind == DECODE else r.k + 1)
-            for r in queue
-        ]
+        # Deadlines (see policies/README.md): a verify bundle is due one TVT
+        # after it was sent when its class has a TVT target; otherwise, and for
+        # plain decode and fused rounds, the next token is due on the TPOT pace.
+        if kind == DECODE:
+            items = [
+                QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, 1)
+                for r in queue
+            ]
+        else:
+            by_tvt = kind == VERIFY
+            items = [
+                QueuedItem(
+                    r.request_id,
+                    r.ready_s,
+                    r.round_sent_s + r.tvt_slo_s
+                    if by_tvt and r.tvt_slo_s < INF
+                    else next_token_due_s(r),
+                    r.context,
+                    r.k + 1,
+                )
+                for r in queue
+            ]
         lane = self._step_lane if kind == VERIFY else self._continuous_lane
         choice = lane.select(items, self.env.now)
         if not choice.take:
@@ -465,7 +483,7 @@ class TargetReplica:
             QueuedItem(
                 self.prefill_q[i][0].request_id,
                 self.prefill_q[i][2],
-                INF,
+                self.prefill_q[i][0].arrival_s + self.prefill_q[i][0].ttft_slo_s,
                 0,
                 self.prefill_q[i][0].context,
             )
