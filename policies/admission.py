@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from policies.batching import NO_PARAMS_SCHEMA, NoParams
@@ -32,3 +33,160 @@ class AdmitAll:
     def decide(self, query: AdmissionQuery) -> AdmissionDecision:
         """Admit."""
         return AdmissionDecision(True)
+
+
+@dataclass(frozen=True)
+class MaxInFlightParams:
+    """Parameters of ``max_in_flight``.
+
+    Attributes:
+        limit: Most requests admitted and not yet finished at once.
+    """
+
+    limit: int
+
+
+@ADMISSION.register
+class MaxInFlight:
+    """Admit while fewer than ``limit`` requests are in flight; defer the others.
+
+    Never rejects: a deferred request is admitted, in arrival order, once a
+    request in flight ends; its wait counts in its TTFT.
+    """
+
+    name: ClassVar[str] = "max_in_flight"
+    Params: ClassVar[type[MaxInFlightParams]] = MaxInFlightParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["limit"],
+        "properties": {"limit": {"type": "integer", "minimum": 1}},
+    }
+
+    def __init__(self, params: MaxInFlightParams) -> None:
+        self.params = params
+
+    def decide(self, query: AdmissionQuery) -> AdmissionDecision:
+        """Admit below the limit, else defer until a request ends."""
+        if query.queued_requests < self.params.limit:
+            return AdmissionDecision(True)
+        return AdmissionDecision(False, "max_in_flight", defer=True)
+
+
+@dataclass(frozen=True)
+class TokenBucketParams:
+    """Parameters of ``token_bucket``.
+
+    Attributes:
+        rate_per_s: Tokens added per second.
+        burst: Most tokens the bucket holds (it starts full).
+        on_empty: ``defer`` (wait for a token) or ``reject`` a request
+            arriving to an empty bucket.
+    """
+
+    rate_per_s: float
+    burst: int = 1
+    on_empty: str = "defer"
+
+
+TIME_EPSILON = 1e-9
+"""Slack, in tokens or seconds, against rounding in refills and deadlines."""
+
+
+@ADMISSION.register
+class TokenBucket:
+    """Admit a request only with a token; tokens refill at ``rate_per_s`` up to ``burst``."""
+
+    name: ClassVar[str] = "token_bucket"
+    Params: ClassVar[type[TokenBucketParams]] = TokenBucketParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["rate_per_s"],
+        "properties": {
+            "rate_per_s": {"type": "number", "exclusiveMinimum": 0},
+            "burst": {"type": "integer", "minimum": 1, "default": 1},
+            "on_empty": {"enum": ["defer", "reject"], "default": "defer"},
+        },
+    }
+
+    def __init__(self, params: TokenBucketParams) -> None:
+        self.params = params
+        self._tokens = float(params.burst)
+        self._last_s: float | None = None
+
+    def decide(self, query: AdmissionQuery) -> AdmissionDecision:
+        """Spend a token and admit, or defer until one is due (or reject)."""
+        p = self.params
+        now = query.now_s
+        if self._last_s is not None:
+            self._tokens = min(float(p.burst), self._tokens + (now - self._last_s) * p.rate_per_s)
+        self._last_s = now
+        if self._tokens >= 1.0 - TIME_EPSILON:
+            self._tokens = max(0.0, self._tokens - 1.0)
+            return AdmissionDecision(True)
+        if p.on_empty == "reject":
+            return AdmissionDecision(False, "token_bucket")
+        due_s = now + max((1.0 - self._tokens) / p.rate_per_s, TIME_EPSILON)
+        return AdmissionDecision(False, "token_bucket", defer=True, retry_at_s=due_s)
+
+
+@dataclass(frozen=True)
+class SloGuardParams:
+    """Parameters of ``slo_guard``.
+
+    Attributes:
+        action: ``reject`` a request whose predicted TTFT breaks its target,
+            or ``defer`` it, up to ``max_defer_ms`` after its arrival.
+        max_defer_ms: With ``defer``: longest a request waits for admission
+            before it is rejected.
+        recheck_ms: With ``defer``: how often a deferred request is looked at
+            again when no request ends meanwhile.
+    """
+
+    action: str = "reject"
+    max_defer_ms: float = 1000.0
+    recheck_ms: float = 10.0
+
+
+@ADMISSION.register
+class SloGuard:
+    """Turn away requests whose predicted TTFT breaks their SLO (reason ``slo_guard``).
+
+    Predicted TTFT = time already waited for admission + predicted prefill
+    queue of the best candidate replica + the request's own batch-1 prefill
+    (see ``policies/README.md``).
+    """
+
+    name: ClassVar[str] = "slo_guard"
+    predicts_ttft: ClassVar[bool] = True
+    Params: ClassVar[type[SloGuardParams]] = SloGuardParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "action": {"enum": ["reject", "defer"], "default": "reject"},
+            "max_defer_ms": {"type": "number", "minimum": 0, "default": 1000.0},
+            "recheck_ms": {"type": "number", "exclusiveMinimum": 0, "default": 10.0},
+        },
+    }
+
+    def __init__(self, params: SloGuardParams | None = None) -> None:
+        self.params = params if params is not None else SloGuardParams()
+
+    @staticmethod
+    def predicted_ttft_s(query: AdmissionQuery) -> float:
+        """The request's predicted TTFT if admitted now."""
+        return query.waited_s + query.predicted_queue_s + query.predicted_prefill_s
+
+    def decide(self, query: AdmissionQuery) -> AdmissionDecision:
+        """Admit when the predicted TTFT meets the target; else reject, or defer a while."""
+        if self.predicted_ttft_s(query) * 1000.0 <= query.ttft_slo_ms:
+            return AdmissionDecision(True)
+        p = self.params
+        if p.action == "defer":
+            give_up_s = query.now_s - query.waited_s + p.max_defer_ms / 1000.0
+            if query.now_s < give_up_s - TIME_EPSILON:
+                retry_s = min(query.now_s + p.recheck_ms / 1000.0, give_up_s)
+                return AdmissionDecision(False, "slo_guard", defer=True, retry_at_s=retry_s)
+        return AdmissionDecision(False, "slo_guard")

@@ -116,6 +116,19 @@ class AdmissionQuery:
         ttft_slo_ms: Its TTFT target.
         queued_requests: Requests admitted and not yet finished, system-wide.
         kv_free_mb: Free KV memory summed over replicas.
+        waited_s: How long it has waited for admission (0 when it has just
+            arrived; more when it was deferred). It counts in its TTFT.
+        tpot_slo_ms: Its TPOT target.
+        predicted_queue_s: Predicted wait for prefill on the candidate
+            replica where its predicted TTFT is smallest: the batch-1 prefill
+            time (from the LUT) of every prompt admitted to that replica and
+            not yet prefilled. Filled only for a policy whose class sets
+            ``predicts_ttft = True`` (0 otherwise); see ``policies/README.md``.
+        predicted_prefill_s: Its own batch-1 prefill time on that replica
+            (same condition).
+        kv_need_mb: KV it must hold there to be prefilled (same condition).
+        replica_kv_free_mb: Free KV of that replica (same condition; ``inf``
+            otherwise).
     """
 
     now_s: float
@@ -125,14 +138,32 @@ class AdmissionQuery:
     ttft_slo_ms: float
     queued_requests: int
     kv_free_mb: float
+    waited_s: float = 0.0
+    tpot_slo_ms: float = float("inf")
+    predicted_queue_s: float = 0.0
+    predicted_prefill_s: float = 0.0
+    kv_need_mb: float = 0.0
+    replica_kv_free_mb: float = float("inf")
 
 
 @dataclass(frozen=True)
 class AdmissionDecision:
-    """Admit, or reject with a reason recorded in the request's outcome."""
+    """Admit, reject with a reason recorded in the request's outcome, or defer.
+
+    Attributes:
+        admit: Whether the request enters the system now.
+        reason: Why not (recorded as the outcome's reason when rejected).
+        defer: When not admitted: hold the request and ask again later
+            instead of rejecting it (see ``policies/README.md``, deferral).
+        retry_at_s: With ``defer``: also ask again at this time (``None``:
+            only when a request ends or arrives). A time not after now is
+            ignored.
+    """
 
     admit: bool
     reason: str = ""
+    defer: bool = False
+    retry_at_s: float | None = None
 
 
 @dataclass(frozen=True)

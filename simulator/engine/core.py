@@ -27,6 +27,7 @@ Request life by mode:
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -51,7 +52,6 @@ from simulator.engine.usage import ClassUsage, class_usage
 from simulator.rng import BufferedDraws, RandomStreams
 from simulator.scenario.model import Link, PolicyChoice
 from simulator.workload import RequestTable
-from simulator.workload.slo import SloTargets
 
 LANE_OF_MODE = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}
 """The decode-lane work of a request by its mode."""
@@ -178,6 +178,12 @@ class Engine:
         )
         self.router = _instantiate(sched.routing)
         self.admission = _instantiate(sched.admission)
+        self._predicts_ttft = bool(getattr(self.admission, "predicts_ttft", False))
+        """Whether the admission policy reads the predicted prefill queue (kept only then)."""
+        self._deferred: deque[RequestState] = deque()
+        """Arrived requests not yet admitted or rejected, in arrival order."""
+        self._admitting = False
+        self._retry_due_s = math.inf
         self.k_controller = _instantiate(settings.k_control, settings.k)
         self._k_default = settings.k
         self._k_min = settings.k_min
@@ -323,7 +329,13 @@ class Engine:
             f"request {req.request_id}",
             f"prompt={req.prompt_tokens} output={req.output_tokens}",
         )
-        slo = self._set_slo(req)
+        self._set_slo(req)
+        self._deferred.append(req)
+        self._admit_deferred()
+
+    def _admission_query(self, req: RequestState) -> AdmissionQuery:
+        now = self.env.now
+        slo = self.requests.slo_of(req.slo_class)
         query = AdmissionQuery(
             now,
             req.request_id,
@@ -332,16 +344,95 @@ class Engine:
             slo.ttft_ms,
             self._outstanding,
             sum(r.kv.free_mb for r in self.replicas),
+            now - req.arrival_s,
+            slo.tpot_ms,
         )
-        decision = self.admission.decide(query)
-        if not decision.admit:
-            req.outcome = "rejected"
-            req.reason = decision.reason or "admission"
-            self._last_outcome_s = max(self._last_outcome_s, now)
-            self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
-            if self._on_end is not None:
-                self._on_end(req)
-            return
+        if not self._predicts_ttft:
+            return query
+        best: tuple[float, float, TargetReplica] | None = None
+        for replica in self._candidate_replicas(req):
+            own_s = self._prefill_estimate_s(req, replica, self._prefill_kind(replica))
+            if best is None or replica.pending_prefill_s + own_s < best[0] + best[1]:
+                best = (replica.pending_prefill_s, own_s, replica)
+        assert best is not None
+        queue_s, own_s, replica = best
+        return replace(
+            query,
+            predicted_queue_s=queue_s,
+            predicted_prefill_s=own_s,
+            kv_need_mb=replica.kv_need_mb(req, self._prefill_kind(replica)),
+            replica_kv_free_mb=replica.kv.free_mb,
+        )
+
+    def _prefill_kind(self, replica: TargetReplica) -> str:
+        """The decode-lane kind whose model prefills a new request (verifier in hybrid)."""
+        kind = LANE_OF_MODE.get(self.mode, VERIFY)
+        return kind if replica.costs.prefill[kind] is not None else FUSED
+
+    @staticmethod
+    def _prefill_estimate_s(req: RequestState, replica: TargetReplica, kind: str) -> float:
+        """Batch-1 prefill time of the request's context on ``replica`` (from its LUT)."""
+        cost = replica.costs.prefill[kind]
+        assert cost is not None
+        return cost.at(req.context, 1, 1)[0]
+
+    def _admit_deferred(self) -> None:
+        """Offer the waiting requests to the admission policy, in arrival order.
+
+        Admission is strictly in arrival order: the first request the policy
+        defers stays at the head and the ones behind it keep waiting. Called
+        when a request arrives, when one ends (completes or is rejected on a
+        replica) and at the retry time the policy asked for.
+        """
+        if self._admitting:
+            return  # the loop under way asks again after each change
+        self._admitting = True
+        try:
+            deferred = self._deferred
+            while deferred:
+                req = deferred[0]
+                decision = self.admission.decide(self._admission_query(req))
+                if not decision.admit and decision.defer:
+                    if not req.deferred:
+                        req.deferred = True
+                        self.tracer.event(
+                            self.env.now, "defer", f"request {req.request_id}", decision.reason
+                        )
+                    if decision.retry_at_s is not None:
+                        self._retry_admission_at(decision.retry_at_s)
+                    return
+                deferred.popleft()
+                if decision.admit:
+                    self._admit(req)
+                else:
+                    self._reject_at_admission(req, decision.reason or "admission")
+        finally:
+            self._admitting = False
+
+    def _retry_admission_at(self, at_s: float) -> None:
+        """Ask the admission policy again at ``at_s`` (a time not after now is ignored)."""
+        if self.env.now < at_s < self._retry_due_s:
+            self._retry_due_s = at_s
+            call_at(self.env, at_s, lambda: self._on_retry_time(at_s))
+
+    def _on_retry_time(self, at_s: float) -> None:
+        if at_s != self._retry_due_s:
+            return  # superseded by an earlier retry
+        self._retry_due_s = math.inf
+        self._admit_deferred()
+
+    def _reject_at_admission(self, req: RequestState, reason: str) -> None:
+        now = self.env.now
+        req.outcome = "rejected"
+        req.reason = reason
+        self._last_outcome_s = max(self._last_outcome_s, now)
+        self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
+        if self._on_end is not None:
+            self._on_end(req)
+
+    def _admit(self, req: RequestState) -> None:
+        """The request enters the system: route it and send its prompt."""
+        now = self.env.now
         self._outstanding += 1
         if req.origin:
             req.device = int(self.device_rng.integers(self.runtime.clients[req.origin].count))
@@ -364,18 +455,31 @@ class Engine:
         if req.drafter is not None and not req.drafter.can_ever_fit(req):
             self.reject_on_replica(req, "device_kv_capacity")
             return
+        if self._predicts_ttft:
+            self._expect_prefill(req, replica)
         arrive_s = self._upload(req, req.prompt_tokens * self._payload.bytes_per_prompt_token, now)
         self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
         if req.drafter is not None:
             req.drafter.admit(req)
 
-    def _set_slo(self, req: RequestState) -> SloTargets:
+    def _set_slo(self, req: RequestState) -> None:
         """Store the request's SLO targets on it, in seconds (read by the queues' deadlines)."""
         slo = self.requests.slo_of(req.slo_class)
         req.ttft_slo_s = slo.ttft_ms / 1000.0
         req.tpot_slo_s = slo.tpot_ms / 1000.0
         req.tvt_slo_s = slo.tvt_ms / 1000.0 if slo.tvt_ms is not None else math.inf
-        return slo
+
+    def _expect_prefill(self, req: RequestState, replica: TargetReplica) -> None:
+        """Count the request's prefill in its replica's predicted prefill queue."""
+        req.prefill_estimate_s = self._prefill_estimate_s(req, replica, LANE_OF_MODE[req.mode])
+        replica.pending_prefill_s += req.prefill_estimate_s
+
+    def _prefill_done(self, req: RequestState) -> None:
+        """Take the request's prefill out of its replica's predicted prefill queue."""
+        if req.prefill_estimate_s > 0:
+            replica = self.replicas[req.replica]
+            replica.pending_prefill_s = max(0.0, replica.pending_prefill_s - req.prefill_estimate_s)
+            req.prefill_estimate_s = 0.0
 
     def _exceeds_context_window(self, req: RequestState, replica: TargetReplica, kind: str) -> bool:
         """Whether the request's longest context is beyond a model's LUT range.
@@ -426,6 +530,8 @@ class Engine:
             return
         req.generated = 1
         self._tokens_out += 1
+        if self._predicts_ttft:
+            self._prefill_done(req)
         req.first_token_server_s = now
         req.tpot_origin_s = now
         arrive_s = self._download(req, self._payload.bytes_per_result_token, now)
@@ -480,6 +586,8 @@ class Engine:
         self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
         if self._on_end is not None:
             self._on_end(req)
+        if self._deferred:
+            self._admit_deferred()
 
     def send_bundle(self, req: RequestState, sent_s: float) -> None:
         """The request's device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
@@ -524,10 +632,14 @@ class Engine:
         replica.outstanding -= 1
         self._outstanding -= 1
         self.tracer.event(self.env.now, "reject", f"request {req.request_id}", reason)
+        if self._predicts_ttft:
+            self._prefill_done(req)
         if req.drafter is not None:
             req.drafter.finish(req)
         if self._on_end is not None:
             self._on_end(req)
+        if self._deferred:
+            self._admit_deferred()
 
     # -- what-if windows -----------------------------------------------------
     def _place_in_flight(self) -> None:
@@ -562,6 +674,8 @@ class Engine:
             self._in_flight_states.append(req)
             kind = LANE_OF_MODE[item.mode]
             if item.generated == 0:
+                if self._predicts_ttft:
+                    self._expect_prefill(req, replica)
                 replica.enqueue_prefill(req, kind)
                 if req.drafter is not None:
                     req.drafter.admit(req)

@@ -60,6 +60,7 @@ class RequestState:
         "acceptance",
         "accepted",
         "arrival_s",
+        "deferred",
         "device",
         "downlink",
         "draft_energy_j",
@@ -78,6 +79,7 @@ class RequestState:
         "outcome",
         "output_tokens",
         "preemptions",
+        "prefill_estimate_s",
         "prefilled",
         "prompt_tokens",
         "ready_s",
@@ -142,6 +144,11 @@ class RequestState:
         self.tpot_origin_s = INF
         """Origin of its TPOT deadlines: output token ``n + 1`` is due at
         ``tpot_origin_s + n * tpot_slo_s`` (the server's first-token time)."""
+        self.deferred = False
+        """Whether admission deferred it at least once."""
+        self.prefill_estimate_s = 0.0
+        """Its predicted prefill time while counted in its replica's predicted
+        prefill queue (only kept for admission policies that predict TTFT)."""
         self.outcome = "unfinished"
         self.reason = ""
         self.acceptance: AcceptanceModel | None = None

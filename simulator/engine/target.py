@@ -129,6 +129,9 @@ class TargetReplica:
         self.decode_q: dict[str, list[RequestState]] = {DECODE: [], VERIFY: [], FUSED: []}
         self.holders: list[RequestState] = []
         self.outstanding = 0
+        self.pending_prefill_s = 0.0
+        """Predicted batch-1 prefill time of the requests admitted to it and not yet
+        prefilled (kept by the engine only for admission policies that predict TTFT)."""
         self.busy_s = 0.0
         self.energy_j = 0.0
         self.iterations = 0
