@@ -166,3 +166,18 @@ def test_slo_guard_defers_up_to_its_limit_then_rejects(tmp_path):
     rejects = _times(tracer, "reject")
     assert sorted(rejects) == ids[3:]
     assert list(rejects.values()) == pytest.approx([0.05, 0.05])
+
+
+@pytest.mark.parametrize("mode", ["distributed", "fused"])
+def test_deferred_requests_complete_in_every_mode(tmp_path, mode):
+    path = write_scenario(
+        tmp_path,
+        mode=mode,
+        workload=synthetic(20, 100.0, 100, 12),
+        clients=4,
+        extra={"scheduler.admission_control": {"policy": "max_in_flight", "params": {"limit": 2}}},
+    )
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    assert (result.requests["outcome"] == "completed").all()
+    assert _times(tracer, "defer")
