@@ -334,6 +334,7 @@ class Engine:
         self._admit_deferred()
 
     def _admission_query(self, req: RequestState) -> AdmissionQuery:
+        """What the admission policy sees of the request now (predictions only when it reads them)."""
         now = self.env.now
         slo = self.requests.slo_of(req.slo_class)
         query = AdmissionQuery(
@@ -416,12 +417,14 @@ class Engine:
             call_at(self.env, at_s, lambda: self._on_retry_time(at_s))
 
     def _on_retry_time(self, at_s: float) -> None:
+        """A retry time a deferral asked for has come: offer the waiting requests again."""
         if at_s != self._retry_due_s:
             return  # superseded by an earlier retry
         self._retry_due_s = math.inf
         self._admit_deferred()
 
     def _reject_at_admission(self, req: RequestState, reason: str) -> None:
+        """The admission policy turned the request away: it ends here."""
         now = self.env.now
         req.outcome = "rejected"
         req.reason = reason
