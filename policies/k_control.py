@@ -11,11 +11,29 @@ from policies.views import KSignals
 
 
 class KController(Protocol):
-    """Chooses k for a request's next speculation round."""
+    """Chooses k for a request's next speculation round.
+
+    Attributes:
+        signal_window: How many recent decode-lane iterations and verified
+            rounds of each replica the windowed signals of
+            :class:`~policies.views.KSignals` cover (``decode_p95_ms``,
+            ``window_acceptance``). 0: the controller reads none of the
+            fields after ``context_len``, and the engine keeps no history.
+    """
+
+    signal_window: int
 
     def next_k(self, signals: KSignals) -> int:
         """Return k for the next round, within ``[signals.k_min, signals.k_max]``."""
         ...
+
+
+def _clip(k: int, signals: KSignals) -> int:
+    if k > signals.k_max:
+        return signals.k_max
+    if k < signals.k_min:
+        return signals.k_min
+    return k
 
 
 @K_CONTROL.register
@@ -25,6 +43,7 @@ class StaticK:
     name: ClassVar[str] = "static"
     Params: ClassVar[type[NoParams]] = NoParams
     params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+    signal_window: ClassVar[int] = 0
 
     def __init__(self, k: int, params: NoParams | None = None) -> None:
         if k < 1:
@@ -34,8 +53,4 @@ class StaticK:
 
     def next_k(self, signals: KSignals) -> int:
         """Return the fixed k, clipped to the allowed range."""
-        if self.k > signals.k_max:
-            return signals.k_max
-        if self.k < signals.k_min:
-            return signals.k_min
-        return self.k
+        return _clip(self.k, signals)

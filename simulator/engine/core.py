@@ -60,6 +60,10 @@ ProgressHook = Callable[[int, int, float], None]
 """``progress(arrived, total, simulated_s)``."""
 
 
+REQUEST_ACCEPTANCE_WEIGHT = 0.3
+"""Weight of the newest round in a request's moving acceptance (``KSignals.request_acceptance``)."""
+
+
 @dataclass(frozen=True)
 class InFlight:
     """A request already past prefill when a what-if window starts.
@@ -150,6 +154,8 @@ class Engine:
         self.device_rng = streams.get("devices")
         self.network = Network(settings.jitter, streams.get("jitter"))
         sched = settings.scheduler
+        k_controller = _instantiate(settings.k_control, settings.k)
+        signal_window = int(k_controller.signal_window)
         micro = sched.verify.microbatch
         assert micro is not None  # the verify lane always has microbatch settings
         self.context = ServerContext(
@@ -174,10 +180,13 @@ class Engine:
             fuse_iterations=settings.fuse_iterations,
             max_running=sched.max_running_requests,
             prefill_max_batch=sched.prefill.limits.max_batch,
+            signal_window=signal_window,
         )
         self.router = _instantiate(sched.routing)
         self.admission = _instantiate(sched.admission)
-        self.k_controller = _instantiate(settings.k_control, settings.k)
+        self.k_controller = k_controller
+        self._windowed = signal_window > 0
+        """Whether the controller reads the extended (windowed) signals."""
         self._k_default = settings.k
         self._k_min = settings.k_min
         self._k_max = settings.k_max
@@ -271,9 +280,18 @@ class Engine:
             self._k_min,
             self._k_max,
             req.accepted / req.drafted if req.drafted else math.nan,
-            target.waiting(VERIFY),
+            target.waiting(LANE_OF_MODE[req.mode]),
             req.prompt_tokens + generated,
         )
+        window = target.window
+        if window is not None:
+            signals = signals._replace(
+                replica=target.index,
+                request_acceptance=req.acceptance_recent,
+                window_acceptance=window.acceptance(),
+                running_batch=len(target.holders),
+                decode_p95_ms=window.p95_ms(),
+            )
         k = int(self.k_controller.next_k(signals))
         # Never draft past the output: the round's bonus token is the last one.
         most = req.output_tokens - generated - 1
@@ -298,6 +316,15 @@ class Engine:
         req.drafted += req.k
         req.accepted += accepted
         req.rounds += 1
+        if self._windowed:
+            window = self.replicas[req.replica].window
+            assert window is not None
+            window.add_round(accepted, req.k)
+            rate = accepted / req.k
+            recent = req.acceptance_recent
+            req.acceptance_recent = (
+                rate if recent != recent else recent + REQUEST_ACCEPTANCE_WEIGHT * (rate - recent)
+            )
         self._tokens_out += gained
         return gained
 
