@@ -1,8 +1,15 @@
-"""Draft-length (k) controllers."""
+"""Draft-length (k) controllers.
+
+A controller instance is shared by the whole run. Controllers that adapt keep
+their state per target replica, keyed by ``KSignals.replica``, in plain dicts
+updated only by :meth:`KController.next_k`: the same calls in the same order
+give the same ks, so runs are deterministic.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from policies.batching import NO_PARAMS_SCHEMA, NoParams
@@ -28,6 +35,13 @@ class KController(Protocol):
         ...
 
 
+def _positive_k(k: int) -> int:
+    """Return ``speculation.k``, refusing one below 1."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return k
+
+
 def _clip(k: int, signals: KSignals) -> int:
     if k > signals.k_max:
         return signals.k_max
@@ -46,11 +60,198 @@ class StaticK:
     signal_window: ClassVar[int] = 0
 
     def __init__(self, k: int, params: NoParams | None = None) -> None:
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        self.k = k
+        self.k = _positive_k(k)
         self.params = params if params is not None else NoParams()
 
     def next_k(self, signals: KSignals) -> int:
         """Return the fixed k, clipped to the allowed range."""
         return _clip(self.k, signals)
+
+
+@dataclass(frozen=True)
+class BackpressureParams:
+    """Parameters of :class:`Backpressure`.
+
+    Attributes:
+        high_queue: Shrink k when at least this many requests wait in the
+            request's decode lane (verify, or fused steps) on its replica.
+        low_queue: Grow k back when at most this many wait. With
+            ``low_queue >= high_queue`` there is no dead band and shrinking wins.
+        step: How much k changes per decision.
+    """
+
+    high_queue: int = 8
+    low_queue: int = 2
+    step: int = 1
+
+
+@K_CONTROL.register
+class Backpressure:
+    """Shrinks k while the replica's verify queue is deep, grows it back with headroom.
+
+    Each replica has its own k, starting at ``speculation.k``; every round a
+    request starts on the replica moves it by ``step`` (see the README).
+    """
+
+    name: ClassVar[str] = "backpressure"
+    Params: ClassVar[type[BackpressureParams]] = BackpressureParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "high_queue": {"type": "integer", "minimum": 1, "default": 8},
+            "low_queue": {"type": "integer", "minimum": 0, "default": 2},
+            "step": {"type": "integer", "minimum": 1, "default": 1},
+        },
+    }
+    signal_window: ClassVar[int] = 1
+
+    def __init__(self, k: int, params: BackpressureParams | None = None) -> None:
+        self.start = _positive_k(k)
+        self.params = params if params is not None else BackpressureParams()
+        self._k_by_replica: dict[int, int] = {}
+
+    def next_k(self, signals: KSignals) -> int:
+        """Move the replica's k one step against the queue depth; return it."""
+        params = self.params
+        k = self._k_by_replica.get(signals.replica, self.start)
+        queue = signals.verify_queue_len
+        if queue >= params.high_queue:
+            k -= params.step
+        elif queue <= params.low_queue:
+            k += params.step
+        k = _clip(k, signals)
+        self._k_by_replica[signals.replica] = k
+        return k
+
+
+@dataclass(frozen=True)
+class BatchThresholdParams:
+    """Parameters of :class:`BatchThreshold`.
+
+    Attributes:
+        max_running: Speculate with ``speculation.k`` while fewer requests than
+            this run on the replica; from this many on, draft ``k_min``.
+    """
+
+    max_running: int = 32
+
+
+@K_CONTROL.register
+class BatchThreshold:
+    """Full speculation below a running-batch size, minimal above it (vLLM's dynamic rule).
+
+    vLLM turns speculation off (k = 0) past the threshold; this version always
+    drafts at least one token per round, so the smallest it can do is ``k_min``.
+    """
+
+    name: ClassVar[str] = "batch_threshold"
+    Params: ClassVar[type[BatchThresholdParams]] = BatchThresholdParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"max_running": {"type": "integer", "minimum": 1, "default": 32}},
+    }
+    signal_window: ClassVar[int] = 1
+
+    def __init__(self, k: int, params: BatchThresholdParams | None = None) -> None:
+        self.k = _positive_k(k)
+        self.params = params if params is not None else BatchThresholdParams()
+
+    def next_k(self, signals: KSignals) -> int:
+        """Return ``speculation.k`` below the threshold, ``k_min`` from it on."""
+        if signals.running_batch < self.params.max_running:
+            return _clip(self.k, signals)
+        return signals.k_min
+
+
+@dataclass(frozen=True)
+class AcceptanceFeedbackParams:
+    """Parameters of :class:`AcceptanceFeedback`.
+
+    Attributes:
+        every_rounds: N: a replica's k is reconsidered once per this many
+            rounds started on it.
+        window: M: the verified rounds (acceptance) and decode-lane iterations
+            (p95 latency) of the replica the decision looks back over.
+        queue_high: Shrink when more requests than this wait in the lane.
+        queue_low: Growing needs fewer than this waiting.
+        p95_high_ms: Shrink when the decode-lane p95 latency exceeds this.
+        p95_low_ms: Growing needs the p95 below this.
+        acceptance_low: Shrink when the window's acceptance is below this.
+        acceptance_high: Growing needs the acceptance above this.
+        step: How much k changes per decision.
+    """
+
+    every_rounds: int = 8
+    window: int = 32
+    queue_high: int = 10
+    queue_low: int = 1
+    p95_high_ms: float = 50.0
+    p95_low_ms: float = 45.0
+    acceptance_low: float = 0.35
+    acceptance_high: float = 0.65
+    step: int = 1
+
+
+@K_CONTROL.register
+class AcceptanceFeedback:
+    """Verify-PD's draft-length loop: back off under load or poor acceptance, grow when clear.
+
+    Each replica has its own k, starting at ``speculation.k`` (see the README
+    for the rule). Signals not yet measured (``nan``) neither shrink nor allow
+    growing.
+    """
+
+    name: ClassVar[str] = "acceptance_feedback"
+    Params: ClassVar[type[AcceptanceFeedbackParams]] = AcceptanceFeedbackParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "every_rounds": {"type": "integer", "minimum": 1, "default": 8},
+            "window": {"type": "integer", "minimum": 1, "default": 32},
+            "queue_high": {"type": "integer", "minimum": 0, "default": 10},
+            "queue_low": {"type": "integer", "minimum": 0, "default": 1},
+            "p95_high_ms": {"type": "number", "exclusiveMinimum": 0, "default": 50.0},
+            "p95_low_ms": {"type": "number", "exclusiveMinimum": 0, "default": 45.0},
+            "acceptance_low": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.35},
+            "acceptance_high": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.65},
+            "step": {"type": "integer", "minimum": 1, "default": 1},
+        },
+    }
+
+    def __init__(self, k: int, params: AcceptanceFeedbackParams | None = None) -> None:
+        self.start = _positive_k(k)
+        self.params = params if params is not None else AcceptanceFeedbackParams()
+        self.signal_window = self.params.window
+        self._k_by_replica: dict[int, int] = {}
+        self._rounds_by_replica: dict[int, int] = {}
+
+    def next_k(self, signals: KSignals) -> int:
+        """Count the round; every N-th, move the replica's k by the thresholds; return it."""
+        params = self.params
+        replica = signals.replica
+        k = self._k_by_replica.get(replica, self.start)
+        rounds = self._rounds_by_replica.get(replica, 0) + 1
+        if rounds >= params.every_rounds:
+            rounds = 0
+            queue = signals.verify_queue_len
+            p95_ms = signals.decode_p95_ms
+            acceptance = signals.window_acceptance
+            if (
+                queue > params.queue_high
+                or p95_ms > params.p95_high_ms
+                or acceptance < params.acceptance_low
+            ):
+                k -= params.step
+            elif (
+                queue < params.queue_low
+                and p95_ms < params.p95_low_ms
+                and acceptance > params.acceptance_high
+            ):
+                k += params.step
+        self._rounds_by_replica[replica] = rounds
+        k = _clip(k, signals)
+        self._k_by_replica[replica] = k
+        return k
