@@ -8,6 +8,7 @@ give the same ks, so runs are deterministic.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -255,3 +256,89 @@ class AcceptanceFeedback:
         k = _clip(k, signals)
         self._k_by_replica[replica] = k
         return k
+
+
+@dataclass(frozen=True)
+class PidParams:
+    """Parameters of :class:`Pid`.
+
+    Attributes:
+        delay_target_ms: Set point of the replica's queue delay
+            (``KSignals.queue_delay_ms``).
+        kp: Proportional gain: k per unit of relative error.
+        ki: Integral gain: k per unit of relative error summed over decisions.
+        kd: Derivative gain: k per unit change of the relative error between
+            decisions.
+        every_rounds: A replica's k is recomputed once per this many rounds
+            started on it.
+        window: Speculative steps' requests the queue delay is averaged over.
+    """
+
+    delay_target_ms: float = 20.0
+    kp: float = 1.0
+    ki: float = 0.2
+    kd: float = 0.0
+    every_rounds: int = 8
+    window: int = 32
+
+
+class _PidState:
+    """One replica's controller state."""
+
+    __slots__ = ("integral", "k", "last_error", "rounds")
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.rounds = 0
+        self.integral = 0.0
+        self.last_error = math.nan
+
+
+@K_CONTROL.register
+class Pid:
+    """Tracks a queue-delay set point: k grows with headroom below it, shrinks above it.
+
+    Each replica has its own loop; the output is ``speculation.k`` plus the
+    PID term, rounded half up and clipped to ``[k_min, k_max]`` (see the README).
+    """
+
+    name: ClassVar[str] = "pid"
+    Params: ClassVar[type[PidParams]] = PidParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "delay_target_ms": {"type": "number", "exclusiveMinimum": 0, "default": 20.0},
+            "kp": {"type": "number", "minimum": 0, "default": 1.0},
+            "ki": {"type": "number", "minimum": 0, "default": 0.2},
+            "kd": {"type": "number", "minimum": 0, "default": 0.0},
+            "every_rounds": {"type": "integer", "minimum": 1, "default": 8},
+            "window": {"type": "integer", "minimum": 1, "default": 32},
+        },
+    }
+
+    def __init__(self, k: int, params: PidParams | None = None) -> None:
+        self.start = _positive_k(k)
+        self.params = params if params is not None else PidParams()
+        self.signal_window = self.params.window
+        self._states: dict[int, _PidState] = {}
+
+    def next_k(self, signals: KSignals) -> int:
+        """Count the round; every N-th, recompute the replica's k from the delay error."""
+        params = self.params
+        state = self._states.get(signals.replica)
+        if state is None:
+            state = self._states[signals.replica] = _PidState(_clip(self.start, signals))
+        state.rounds += 1
+        delay_ms = signals.queue_delay_ms
+        if state.rounds >= params.every_rounds and delay_ms == delay_ms:
+            state.rounds = 0
+            error = (params.delay_target_ms - delay_ms) / params.delay_target_ms
+            change = 0.0 if state.last_error != state.last_error else error - state.last_error
+            state.last_error = error
+            integral = state.integral + error
+            output = self.start + params.kp * error + params.ki * integral + params.kd * change
+            if signals.k_min <= output <= signals.k_max:
+                state.integral = integral  # integrate only while unsaturated (no windup)
+            state.k = _clip(math.floor(output + 0.5), signals)
+        return state.k

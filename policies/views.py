@@ -100,6 +100,9 @@ class KSignals(NamedTuple):
             or being prefilled, not finished).
         decode_p95_ms: 95th percentile of the replica's last ``signal_window``
             decode-lane iteration latencies (``nan`` before any).
+        queue_delay_ms: Mean time the replica's last ``signal_window``
+            speculative steps' requests (verify or fused) waited in its queue
+            before their step started (``nan`` before any).
 
     The fields after ``context_len`` are filled only for controllers whose
     ``signal_window`` is positive; otherwise they keep their defaults.
@@ -117,6 +120,7 @@ class KSignals(NamedTuple):
     window_acceptance: float = math.nan
     running_batch: int = 0
     decode_p95_ms: float = math.nan
+    queue_delay_ms: float = math.nan
 
 
 @dataclass(frozen=True)

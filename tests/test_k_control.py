@@ -15,6 +15,8 @@ from policies.k_control import (
     BackpressureParams,
     BatchThreshold,
     BatchThresholdParams,
+    Pid,
+    PidParams,
     StaticK,
 )
 from policies.views import KSignals
@@ -106,6 +108,31 @@ def test_acceptance_feedback_stays_in_range():
     assert ks[-1] == 8
 
 
+def test_pid_tracks_its_delay_set_point():
+    controller = Pid(4, PidParams(delay_target_ms=20.0, kp=2.0, ki=0.5, kd=0.0, every_rounds=1))
+    # No delay measured yet: k stays at speculation.k.
+    assert controller.next_k(signals(queue_delay_ms=math.nan)) == 4
+    # On the set point: error 0, k stays.
+    assert controller.next_k(signals(queue_delay_ms=20.0)) == 4
+    # Twice the set point: error -1 -> 4 - 2 - 0.5 = 1.5 -> 2; the integral keeps pushing down.
+    assert controller.next_k(signals(queue_delay_ms=40.0)) == 2
+    assert controller.next_k(signals(queue_delay_ms=40.0)) == 1  # saturated at k_min
+    # An idle queue: error +1 -> 4 + 2 + 0.5 * (integral) grows k back.
+    ks = [controller.next_k(signals(queue_delay_ms=0.0)) for _ in range(6)]
+    assert ks[0] >= 4
+    assert ks == sorted(ks)
+    assert ks[-1] == 8
+
+
+def test_pid_integral_does_not_wind_up_while_saturated():
+    controller = Pid(4, PidParams(kp=0.0, ki=1.0, every_rounds=1))
+    for _ in range(50):
+        assert controller.next_k(signals(queue_delay_ms=200.0)) == 1
+    # Had the error been summed while clipped, k would stay at k_min for ~50 decisions.
+    ks = [controller.next_k(signals(queue_delay_ms=0.0)) for _ in range(4)]
+    assert ks[-1] > 1
+
+
 def test_static_reads_no_windowed_signals():
     assert StaticK.signal_window == 0
     assert AcceptanceFeedback(4, AcceptanceFeedbackParams(window=16)).signal_window == 16
@@ -187,7 +214,16 @@ def test_acceptance_feedback_follows_acceptance_and_load(tmp_path):
     assert mean_k(0.95, 200.0, "loaded.yaml") < 1.5  # deep queue: shrinks
 
 
-@pytest.mark.parametrize("controller", ["backpressure", "batch_threshold", "acceptance_feedback"])
+def test_pid_drafts_less_under_load_and_more_with_headroom(tmp_path):
+    loaded = _mean_k(_run(tmp_path, "pid", extra=OVERLOADED_VERIFY, name="loaded.yaml"))
+    light = _mean_k(_run(tmp_path, "pid", rate_per_s=1.0, name="light.yaml"))
+    static = _mean_k(_run(tmp_path, "static", extra=OVERLOADED_VERIFY, name="static.yaml"))
+    assert loaded < 2.0 < static < 7.0 < light
+
+
+@pytest.mark.parametrize(
+    "controller", ["backpressure", "batch_threshold", "acceptance_feedback", "pid"]
+)
 def test_adaptive_runs_are_reproducible(tmp_path, controller):
     first = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="a.yaml")
     second = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="b.yaml")

@@ -23,3 +23,12 @@ def test_replica_window_keeps_the_last_iterations_and_rounds():
     for _ in range(10):
         window.add_round(4, 4)
     assert window.acceptance() == pytest.approx(0.5)
+
+
+def test_replica_window_averages_the_last_queue_waits():
+    window = ReplicaWindow(4)
+    assert math.isnan(window.wait_ms())
+    window.add_waits([0.010, 0.020])
+    assert window.wait_ms() == pytest.approx(15.0)
+    window.add_waits([0.0, 0.0, 0.0])  # the 10 ms wait falls out of the window
+    assert window.wait_ms() == pytest.approx(5.0)

@@ -291,6 +291,7 @@ class Engine:
                 window_acceptance=window.acceptance(),
                 running_batch=len(target.holders),
                 decode_p95_ms=window.p95_ms(),
+                queue_delay_ms=window.wait_ms(),
             )
         k = int(self.k_controller.next_k(signals))
         # Never draft past the output: the round's bonus token is the last one.

@@ -14,13 +14,26 @@ NAN = math.nan
 
 
 class ReplicaWindow:
-    """The last ``size`` decode-lane iteration latencies and verified rounds of a replica.
+    """The last ``size`` decode-lane iteration latencies, verified rounds and queue waits of a replica.
+
+    A queue wait is how long a request waited in the verify (or fused) queue
+    before the step that served it started; the last ``size`` requests' waits
+    are kept.
 
     Args:
         size: How many iterations (and, separately, rounds) are remembered.
     """
 
-    __slots__ = ("_accepted", "_drafted", "_latencies_ms", "_p95_ms", "_rounds", "size")
+    __slots__ = (
+        "_accepted",
+        "_drafted",
+        "_latencies_ms",
+        "_p95_ms",
+        "_rounds",
+        "_wait_mean_ms",
+        "_waits_ms",
+        "size",
+    )
 
     def __init__(self, size: int) -> None:
         if size < 1:
@@ -32,11 +45,26 @@ class ReplicaWindow:
         self._rounds: deque[tuple[int, int]] = deque(maxlen=size)
         self._accepted = 0
         self._drafted = 0
+        self._waits_ms: deque[float] = deque(maxlen=size)
+        self._wait_mean_ms = NAN
+        """The cached mean wait; ``nan`` when stale or no step was timed yet."""
 
     def add_iteration(self, latency_s: float) -> None:
         """Remember one decode-lane iteration's latency."""
         self._latencies_ms.append(latency_s * 1000.0)
         self._p95_ms = NAN
+
+    def add_waits(self, waits_s: list[float]) -> None:
+        """Remember how long each request of a verify or fused step waited in the queue."""
+        self._waits_ms.extend(wait_s * 1000.0 for wait_s in waits_s)
+        self._wait_mean_ms = NAN
+
+    def wait_ms(self) -> float:
+        """Mean queue wait of the remembered steps' requests (``nan`` before any)."""
+        if self._wait_mean_ms == self._wait_mean_ms or not self._waits_ms:
+            return self._wait_mean_ms
+        self._wait_mean_ms = sum(self._waits_ms) / len(self._waits_ms)
+        return self._wait_mean_ms
 
     def add_round(self, accepted: int, drafted: int) -> None:
         """Remember one verified round: ``accepted`` of ``drafted`` draft tokens."""

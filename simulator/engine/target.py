@@ -710,9 +710,18 @@ class TargetReplica:
     ) -> None:
         self._account(latency_s, energy_j, batch)
         if self.window is not None:
-            self.window.add_iteration(latency_s)
+            self._remember(batch, kind, latency_s)
         self._apply_speculative(batch, kind)
         self._end_iteration()
+
+    def _remember(self, batch: list[RequestState], kind: str, latency_s: float) -> None:
+        """Put a decode-lane iteration ending now into the controller's window."""
+        window = self.window
+        assert window is not None
+        window.add_iteration(latency_s)
+        if kind != DECODE:
+            start_s = self.env.now - latency_s
+            window.add_waits([start_s - req.ready_s for req in batch])
 
     def _apply_speculative(self, batch: list[RequestState], kind: str) -> None:
         """Commit each request's verified round; send, finish or requeue it."""
@@ -833,7 +842,7 @@ class TargetReplica:
     ) -> None:
         self._account(latency_s, energy_j, batch + [req for req, _kind, _tokens in chunks])
         if batch and self.window is not None:
-            self.window.add_iteration(latency_s)
+            self._remember(batch, kind, latency_s)
         if batch:
             if kind == DECODE:
                 self._apply_decode(batch, 1)
