@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 from policies.batching import NO_PARAMS_SCHEMA, NoParams
 from policies.families import K_CONTROL
-from policies.views import KSignals
+from policies.views import KSignals, RoundOutcome
 
 
 class KController(Protocol):
@@ -35,6 +35,17 @@ class KController(Protocol):
         """Return k for the next round, within ``[signals.k_min, signals.k_max]``."""
         ...
 
+    def observe(self, outcome: RoundOutcome) -> None:
+        """Learn from a verified round (called only when ``signal_window`` is positive)."""
+        ...
+
+
+class NoFeedback:
+    """Base of controllers that learn nothing from verified rounds."""
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        """Ignore the round."""
+
 
 def _positive_k(k: int) -> int:
     """Return ``speculation.k``, refusing one below 1."""
@@ -52,7 +63,7 @@ def _clip(k: int, signals: KSignals) -> int:
 
 
 @K_CONTROL.register
-class StaticK:
+class StaticK(NoFeedback):
     """The same k every round: the scenario's ``speculation.k``."""
 
     name: ClassVar[str] = "static"
@@ -87,7 +98,7 @@ class BackpressureParams:
 
 
 @K_CONTROL.register
-class Backpressure:
+class Backpressure(NoFeedback):
     """Shrinks k while the replica's verify queue is deep, grows it back with headroom.
 
     Each replica has its own k, starting at ``speculation.k``; every round a
@@ -139,7 +150,7 @@ class BatchThresholdParams:
 
 
 @K_CONTROL.register
-class BatchThreshold:
+class BatchThreshold(NoFeedback):
     """Full speculation below a running-batch size, minimal above it (vLLM's dynamic rule).
 
     vLLM turns speculation off (k = 0) past the threshold; this version always
@@ -196,7 +207,7 @@ class AcceptanceFeedbackParams:
 
 
 @K_CONTROL.register
-class AcceptanceFeedback:
+class AcceptanceFeedback(NoFeedback):
     """Verify-PD's draft-length loop: back off under load or poor acceptance, grow when clear.
 
     Each replica has its own k, starting at ``speculation.k`` (see the README
@@ -295,7 +306,7 @@ class _PidState:
 
 
 @K_CONTROL.register
-class Pid:
+class Pid(NoFeedback):
     """Tracks a queue-delay set point: k grows with headroom below it, shrinks above it.
 
     Each replica has its own loop; the output is ``speculation.k`` plus the
@@ -342,3 +353,83 @@ class Pid:
                 state.integral = integral  # integrate only while unsaturated (no windup)
             state.k = _clip(math.floor(output + 0.5), signals)
         return state.k
+
+
+@dataclass(frozen=True)
+class BanditParams:
+    """Parameters of :class:`Bandit`.
+
+    Attributes:
+        exploration: Weight of UCB1's confidence term, relative to the best
+            arm's mean reward.
+    """
+
+    exploration: float = 0.5
+
+
+class _Arms:
+    """One replica's reward statistics, one arm per k."""
+
+    __slots__ = ("counts", "plays", "sums")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.sums: dict[int, float] = {}
+        self.plays = 0
+
+
+@K_CONTROL.register
+class Bandit(NoFeedback):
+    """UCB1 over k in ``[k_min, k_max]``; reward: committed tokens per target millisecond.
+
+    Each replica learns on its own from the rounds it verifies. Untried ks are
+    played first, smallest first; then the k maximising mean reward plus
+    ``exploration * best_mean * sqrt(2 ln(rounds) / plays of k)`` (ties: the
+    smaller k). No randomness is involved.
+    """
+
+    name: ClassVar[str] = "bandit"
+    Params: ClassVar[type[BanditParams]] = BanditParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"exploration": {"type": "number", "minimum": 0, "default": 0.5}},
+    }
+    signal_window: ClassVar[int] = 1
+
+    def __init__(self, k: int, params: BanditParams | None = None) -> None:
+        _positive_k(k)
+        self.params = params if params is not None else BanditParams()
+        self._arms: dict[int, _Arms] = {}
+
+    def next_k(self, signals: KSignals) -> int:
+        """Pick the replica's k by UCB1."""
+        arms = self._arms.get(signals.replica)
+        if arms is None:
+            arms = self._arms[signals.replica] = _Arms()
+        counts = arms.counts
+        for k in range(signals.k_min, signals.k_max + 1):
+            if k not in counts:
+                return k
+        means = {k: arms.sums[k] / counts[k] for k in range(signals.k_min, signals.k_max + 1)}
+        scale = self.params.exploration * max(means.values())
+        log_plays = math.log(arms.plays)
+        best_k, best = signals.k_min, -math.inf
+        for k, mean in means.items():
+            score = mean + scale * math.sqrt(2.0 * log_plays / counts[k])
+            if score > best:
+                best_k, best = k, score
+        return best_k
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        """Credit the round's reward to its k on its replica."""
+        if not outcome.target_s > 0.0:
+            return
+        arms = self._arms.get(outcome.replica)
+        if arms is None:
+            arms = self._arms[outcome.replica] = _Arms()
+        reward = outcome.gained / (outcome.target_s * 1000.0)
+        k = outcome.k
+        arms.counts[k] = arms.counts.get(k, 0) + 1
+        arms.sums[k] = arms.sums.get(k, 0.0) + reward
+        arms.plays += 1

@@ -13,13 +13,15 @@ from policies.k_control import (
     AcceptanceFeedbackParams,
     Backpressure,
     BackpressureParams,
+    Bandit,
+    BanditParams,
     BatchThreshold,
     BatchThresholdParams,
     Pid,
     PidParams,
     StaticK,
 )
-from policies.views import KSignals
+from policies.views import KSignals, RoundOutcome
 from simulator import load_scenario, run
 from tests.engine_fixtures import synthetic, write_scenario
 
@@ -133,6 +135,47 @@ def test_pid_integral_does_not_wind_up_while_saturated():
     assert ks[-1] > 1
 
 
+def _outcome(k: int, gained: int, target_ms: float, replica: int = 0) -> RoundOutcome:
+    return RoundOutcome(0.0, replica, k, gained - 1, gained, target_ms / 1000.0)
+
+
+def test_bandit_tries_every_k_then_exploits_the_best_reward():
+    controller = Bandit(4, BanditParams(exploration=0.1))
+    low = {"k_min": 2, "k_max": 4}
+    for k in (2, 3, 4):
+        assert controller.next_k(signals(**low)) == k  # untried ks first, smallest first
+        controller.observe(_outcome(k, k + 1, 10.0 * k))  # reward (k + 1) / (10 k) per ms
+    # k = 2 pays best (0.15 tokens/ms against 0.133 and 0.125).
+    assert [controller.next_k(signals(**low)) for _ in range(3)] == [2, 2, 2]
+    # Another replica learns on its own.
+    assert controller.next_k(signals(replica=1, **low)) == 2
+    controller.observe(_outcome(2, 1, 10.0, replica=1))
+    assert controller.next_k(signals(replica=1, **low)) == 3
+
+
+def test_bandit_explores_an_arm_it_has_played_little():
+    controller = Bandit(4, BanditParams(exploration=1.0))
+    for _ in range(50):
+        controller.observe(_outcome(1, 2, 10.0))
+    controller.observe(_outcome(2, 2, 11.0))  # slightly worse, played once
+    assert controller.next_k(signals(k_min=1, k_max=2)) == 2
+
+
+def test_bandit_ignores_rounds_without_a_timed_step():
+    controller = Bandit(4)
+    controller.observe(RoundOutcome(0.0, 0, 1, 0, 1, math.nan))
+    assert controller.next_k(signals(k_min=1, k_max=2)) == 1  # k = 1 still untried
+
+
+def test_controllers_without_feedback_ignore_rounds():
+    for cls in (StaticK, Backpressure, BatchThreshold, AcceptanceFeedback, Pid):
+        told, untold = cls(4), cls(4)
+        told.observe(_outcome(4, 5, 10.0))
+        assert [told.next_k(signals()) for _ in range(3)] == [
+            untold.next_k(signals()) for _ in range(3)
+        ]
+
+
 def test_static_reads_no_windowed_signals():
     assert StaticK.signal_window == 0
     assert AcceptanceFeedback(4, AcceptanceFeedbackParams(window=16)).signal_window == 16
@@ -221,8 +264,25 @@ def test_pid_drafts_less_under_load_and_more_with_headroom(tmp_path):
     assert loaded < 2.0 < static < 7.0 < light
 
 
+def test_bandit_drafts_longer_as_acceptance_rises(tmp_path):
+    # The fused step costs 22 + 2 k ms: short drafts pay at low acceptance, long ones at high.
+    def mean_k(alpha: float, name: str) -> float:
+        return _mean_k(
+            _run(tmp_path, "bandit", mode="fused", alpha=alpha, rate_per_s=0.5, name=name)
+        )
+
+    assert (
+        mean_k(0.2, "low.yaml")
+        < 1.5
+        < mean_k(0.5, "mid.yaml")
+        < 3.0
+        < 6.5
+        < mean_k(0.95, "high.yaml")
+    )
+
+
 @pytest.mark.parametrize(
-    "controller", ["backpressure", "batch_threshold", "acceptance_feedback", "pid"]
+    "controller", ["backpressure", "batch_threshold", "acceptance_feedback", "pid", "bandit"]
 )
 def test_adaptive_runs_are_reproducible(tmp_path, controller):
     first = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="a.yaml")

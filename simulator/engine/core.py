@@ -34,7 +34,14 @@ from typing import Any
 import simpy
 
 from policies import registry
-from policies.views import AdmissionQuery, KSignals, ModeQuery, ReplicaLoad, RoutingQuery
+from policies.views import (
+    AdmissionQuery,
+    KSignals,
+    ModeQuery,
+    ReplicaLoad,
+    RoundOutcome,
+    RoutingQuery,
+)
 from simulator.engine.clock import call_at
 from simulator.engine.closed_loop import ClosedLoopDriver
 from simulator.engine.costs import DECODE, FUSED, VERIFY
@@ -321,6 +328,9 @@ class Engine:
             window = self.replicas[req.replica].window
             assert window is not None
             window.add_round(accepted, req.k)
+            self.k_controller.observe(
+                RoundOutcome(self.env.now, req.replica, req.k, accepted, gained, window.last_step_s)
+            )
             rate = accepted / req.k
             recent = req.acceptance_recent
             req.acceptance_recent = (

@@ -32,6 +32,7 @@ class ReplicaWindow:
         "_rounds",
         "_wait_mean_ms",
         "_waits_ms",
+        "last_step_s",
         "size",
     )
 
@@ -48,6 +49,8 @@ class ReplicaWindow:
         self._waits_ms: deque[float] = deque(maxlen=size)
         self._wait_mean_ms = NAN
         """The cached mean wait; ``nan`` when stale or no step was timed yet."""
+        self.last_step_s = NAN
+        """Duration of the latest verify or fused step (the one whose rounds are being applied)."""
 
     def add_iteration(self, latency_s: float) -> None:
         """Remember one decode-lane iteration's latency."""

@@ -720,6 +720,7 @@ class TargetReplica:
         assert window is not None
         window.add_iteration(latency_s)
         if kind != DECODE:
+            window.last_step_s = latency_s
             start_s = self.env.now - latency_s
             window.add_waits([start_s - req.ready_s for req in batch])
 
