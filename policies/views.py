@@ -123,26 +123,6 @@ class KSignals(NamedTuple):
     queue_delay_ms: float = math.nan
 
 
-class RoundOutcome(NamedTuple):
-    """A verified round, reported to the k controller that chose its k.
-
-    Attributes:
-        now_s: Simulated time the verify step ended.
-        replica: Index of the target replica that verified it.
-        k: Draft tokens of the round.
-        accepted: Draft tokens accepted.
-        gained: Tokens committed (accepted plus the bonus token, capped at the output).
-        target_s: Duration of the target iteration that verified it.
-    """
-
-    now_s: float
-    replica: int
-    k: int
-    accepted: int
-    gained: int
-    target_s: float
-
-
 @dataclass(frozen=True)
 class AdmissionQuery:
     """One admission decision's input.
@@ -189,3 +169,23 @@ class ModeQuery:
     link_rtt_ms: float
     link_bw_mbps: float
     target_outstanding_requests: int
+
+
+class RoundOutcome(NamedTuple):
+    """A verified round, reported to the k controller that chose its k.
+
+    Attributes:
+        now_s: Simulated time the verify step ended.
+        replica: Index of the target replica that verified it.
+        k: Draft tokens of the round.
+        accepted: Draft tokens accepted.
+        gained: Tokens committed (accepted plus the bonus token, capped at the output).
+        target_s: Duration of the target iteration that verified it.
+    """
+
+    now_s: float
+    replica: int
+    k: int
+    accepted: int
+    gained: int
+    target_s: float
