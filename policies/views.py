@@ -8,6 +8,7 @@ records made once per queued item or per speculation round are named tuples
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -91,8 +92,26 @@ class KSignals(NamedTuple):
         k_min: Smallest allowed k.
         k_max: Largest allowed k.
         acceptance_rate: Recent accepted / drafted tokens (``nan`` before any round).
-        verify_queue_len: Requests waiting for verification on the request's replica.
+        verify_queue_len: Requests waiting in the request's decode lane on its replica
+            (verify steps, or fused steps for a fused request).
         context_len: The request's current context length.
+        replica: Index of the request's target replica (``-1`` when not given);
+            controllers keep per-replica state under it.
+        request_acceptance: Exponentially weighted moving average of the
+            request's per-round acceptance (accepted / drafted tokens of a
+            round), weight 0.3 on the newest round (``nan`` before any round).
+        window_acceptance: Accepted / drafted tokens over the replica's last
+            ``signal_window`` verified rounds (``nan`` before any).
+        running_batch: Requests running on the replica (holding KV: prefilled
+            or being prefilled, not finished).
+        decode_p95_ms: 95th percentile of the replica's last ``signal_window``
+            decode-lane iteration latencies (``nan`` before any).
+        queue_delay_ms: Mean time the replica's last ``signal_window``
+            speculative steps' requests (verify or fused) waited in its queue
+            before their step started (``nan`` before any).
+
+    The fields after ``context_len`` are filled only for controllers whose
+    ``signal_window`` is positive; otherwise they keep their defaults.
     """
 
     now_s: float
@@ -102,6 +121,12 @@ class KSignals(NamedTuple):
     acceptance_rate: float
     verify_queue_len: int
     context_len: int
+    replica: int = -1
+    request_acceptance: float = math.nan
+    window_acceptance: float = math.nan
+    running_batch: int = 0
+    decode_p95_ms: float = math.nan
+    queue_delay_ms: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -181,3 +206,23 @@ class ModeQuery:
     link_rtt_ms: float
     link_bw_mbps: float
     target_outstanding_requests: int
+
+
+class RoundOutcome(NamedTuple):
+    """A verified round, reported to the k controller that chose its k.
+
+    Attributes:
+        now_s: Simulated time the verify step ended.
+        replica: Index of the target replica that verified it.
+        k: Draft tokens of the round.
+        accepted: Draft tokens accepted.
+        gained: Tokens committed (accepted plus the bonus token, capped at the output).
+        target_s: Duration of the target iteration that verified it.
+    """
+
+    now_s: float
+    replica: int
+    k: int
+    accepted: int
+    gained: int
+    target_s: float

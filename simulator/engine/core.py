@@ -35,7 +35,14 @@ from typing import Any
 import simpy
 
 from policies import registry
-from policies.views import AdmissionQuery, KSignals, ModeQuery, ReplicaLoad, RoutingQuery
+from policies.views import (
+    AdmissionQuery,
+    KSignals,
+    ModeQuery,
+    ReplicaLoad,
+    RoundOutcome,
+    RoutingQuery,
+)
 from simulator.engine.clock import call_at
 from simulator.engine.closed_loop import ClosedLoopDriver
 from simulator.engine.costs import DECODE, FUSED, VERIFY
@@ -59,6 +66,10 @@ PROGRESS_EVERY = 500
 
 ProgressHook = Callable[[int, int, float], None]
 """``progress(arrived, total, simulated_s)``."""
+
+
+REQUEST_ACCEPTANCE_WEIGHT = 0.3
+"""Weight of the newest round in a request's moving acceptance (``KSignals.request_acceptance``)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,8 @@ class Engine:
         self.device_rng = streams.get("devices")
         self.network = Network(settings.jitter, streams.get("jitter"))
         sched = settings.scheduler
+        k_controller = _instantiate(settings.k_control, settings.k)
+        signal_window = int(k_controller.signal_window)
         micro = sched.verify.microbatch
         assert micro is not None  # the verify lane always has microbatch settings
         self.context = ServerContext(
@@ -175,6 +188,7 @@ class Engine:
             fuse_iterations=settings.fuse_iterations,
             max_running=sched.max_running_requests,
             prefill_max_batch=sched.prefill.limits.max_batch,
+            signal_window=signal_window,
         )
         self.router = _instantiate(sched.routing)
         self.admission = _instantiate(sched.admission)
@@ -184,7 +198,9 @@ class Engine:
         """Arrived requests not yet admitted or rejected, in arrival order."""
         self._admitting = False
         self._retry_due_s = math.inf
-        self.k_controller = _instantiate(settings.k_control, settings.k)
+        self.k_controller = k_controller
+        self._windowed = signal_window > 0
+        """Whether the controller reads the extended (windowed) signals."""
         self._k_default = settings.k
         self._k_min = settings.k_min
         self._k_max = settings.k_max
@@ -278,9 +294,19 @@ class Engine:
             self._k_min,
             self._k_max,
             req.accepted / req.drafted if req.drafted else math.nan,
-            target.waiting(VERIFY),
+            target.waiting(LANE_OF_MODE[req.mode]),
             req.prompt_tokens + generated,
         )
+        window = target.window
+        if window is not None:
+            signals = signals._replace(
+                replica=target.index,
+                request_acceptance=req.acceptance_recent,
+                window_acceptance=window.acceptance(),
+                running_batch=len(target.holders),
+                decode_p95_ms=window.p95_ms(),
+                queue_delay_ms=window.wait_ms(),
+            )
         k = int(self.k_controller.next_k(signals))
         # Never draft past the output: the round's bonus token is the last one.
         most = req.output_tokens - generated - 1
@@ -305,6 +331,18 @@ class Engine:
         req.drafted += req.k
         req.accepted += accepted
         req.rounds += 1
+        if self._windowed:
+            window = self.replicas[req.replica].window
+            assert window is not None
+            window.add_round(accepted, req.k)
+            self.k_controller.observe(
+                RoundOutcome(self.env.now, req.replica, req.k, accepted, gained, window.last_step_s)
+            )
+            rate = accepted / req.k
+            recent = req.acceptance_recent
+            req.acceptance_recent = (
+                rate if recent != recent else recent + REQUEST_ACCEPTANCE_WEIGHT * (rate - recent)
+            )
         self._tokens_out += gained
         return gained
 

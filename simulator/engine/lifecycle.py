@@ -79,6 +79,8 @@ class ServerContext:
         fuse_iterations: Advance unchanged decode runs in one event.
         max_running: Most requests a replica runs at once.
         prefill_max_batch: Most prompts one prefill iteration starts.
+        signal_window: Decode-lane iterations and verified rounds each replica
+            remembers for the k controller's windowed signals (0: none kept).
     """
 
     env: simpy.Environment
@@ -94,3 +96,4 @@ class ServerContext:
     fuse_iterations: bool
     max_running: int
     prefill_max_batch: int
+    signal_window: int = 0

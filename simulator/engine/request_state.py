@@ -58,6 +58,7 @@ class RequestState:
 
     __slots__ = (
         "acceptance",
+        "acceptance_recent",
         "accepted",
         "arrival_s",
         "deferred",
@@ -120,6 +121,8 @@ class RequestState:
         self.k = 0
         self.drafted = 0
         self.accepted = 0
+        self.acceptance_recent = NAN
+        """Moving average of the per-round acceptance (kept for adaptive k controllers)."""
         self.rounds = 0
         self.round_sent_s = NAN
         self.tvt_max_s = NAN

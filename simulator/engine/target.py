@@ -71,6 +71,7 @@ from simulator.engine.kv import KvPool
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ReplicaPlan
+from simulator.engine.signals import ReplicaWindow
 
 INF = float("inf")
 
@@ -155,6 +156,8 @@ class TargetReplica:
         self.always_available = (
             availability is None or availability.kind == "always" or not availability.windows
         )
+        self.window = ReplicaWindow(context.signal_window) if context.signal_window > 0 else None
+        """Recent iterations and rounds for the k controller (``None``: not kept)."""
 
     # -- entry points ------------------------------------------------------
     def enqueue_prefill(self, req: RequestState, kind: str) -> None:
@@ -640,6 +643,11 @@ class TargetReplica:
         share = energy_j / n
         for req in batch:
             req.target_energy_j += share
+        window = self.window
+        if window is not None:
+            boundaries = run.boundaries_s
+            for i in range(max(0, done - window.size), done):
+                window.add_iteration(boundaries[i] - (boundaries[i - 1] if i else run.start_s))
         if self.context.tracing:
             self.context.tracer.event(
                 self.env.now, "decode", f"replica {self.index}", f"n={n} iterations={done}"
@@ -722,8 +730,20 @@ class TargetReplica:
         self, batch: list[RequestState], kind: str, latency_s: float, energy_j: float
     ) -> None:
         self._account(latency_s, energy_j, batch)
+        if self.window is not None:
+            self._remember(batch, kind, latency_s)
         self._apply_speculative(batch, kind)
         self._end_iteration()
+
+    def _remember(self, batch: list[RequestState], kind: str, latency_s: float) -> None:
+        """Put a decode-lane iteration ending now into the controller's window."""
+        window = self.window
+        assert window is not None
+        window.add_iteration(latency_s)
+        if kind != DECODE:
+            window.last_step_s = latency_s
+            start_s = self.env.now - latency_s
+            window.add_waits([start_s - req.ready_s for req in batch])
 
     def _apply_speculative(self, batch: list[RequestState], kind: str) -> None:
         """Commit each request's verified round; send, finish or requeue it."""
@@ -843,6 +863,8 @@ class TargetReplica:
         energy_j: float,
     ) -> None:
         self._account(latency_s, energy_j, batch + [req for req, _kind, _tokens in chunks])
+        if batch and self.window is not None:
+            self._remember(batch, kind, latency_s)
         if batch:
             if kind == DECODE:
                 self._apply_decode(batch, 1)

@@ -1,0 +1,291 @@
+"""Adaptive draft-length controllers: crafted signal sequences and engine runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies.k_control import (
+    AcceptanceFeedback,
+    AcceptanceFeedbackParams,
+    Backpressure,
+    BackpressureParams,
+    Bandit,
+    BanditParams,
+    BatchThreshold,
+    BatchThresholdParams,
+    Pid,
+    PidParams,
+    StaticK,
+)
+from policies.views import KSignals, RoundOutcome
+from simulator import load_scenario, run
+from tests.engine_fixtures import synthetic, write_scenario
+
+
+def signals(**fields: Any) -> KSignals:
+    base: dict[str, Any] = {
+        "now_s": 0.0,
+        "k_current": 4,
+        "k_min": 1,
+        "k_max": 8,
+        "acceptance_rate": math.nan,
+        "verify_queue_len": 0,
+        "context_len": 100,
+        "replica": 0,
+    }
+    base.update(fields)
+    return KSignals(**base)
+
+
+# -- crafted signal sequences -------------------------------------------------
+def test_backpressure_lowers_k_as_the_queue_grows_and_raises_it_back():
+    controller = Backpressure(4, BackpressureParams(high_queue=8, low_queue=2, step=1))
+    rising = [controller.next_k(signals(verify_queue_len=q)) for q in (5, 8, 9, 12, 20, 30, 40)]
+    assert rising == [4, 3, 2, 1, 1, 1, 1]  # 5 is inside the dead band; k_min bounds it
+    held = [controller.next_k(signals(verify_queue_len=q)) for q in (5, 3)]
+    assert held == [1, 1]
+    falling = [controller.next_k(signals(verify_queue_len=q)) for q in (2, 1, 0, 0, 0, 0, 0, 0)]
+    assert falling == [2, 3, 4, 5, 6, 7, 8, 8]  # k_max bounds it
+
+
+def test_backpressure_keeps_one_k_per_replica():
+    controller = Backpressure(4, BackpressureParams(high_queue=8, low_queue=2, step=2))
+    assert controller.next_k(signals(replica=0, verify_queue_len=10)) == 2
+    assert controller.next_k(signals(replica=1, verify_queue_len=5)) == 4
+    assert controller.next_k(signals(replica=0, verify_queue_len=5)) == 2
+
+
+@pytest.mark.parametrize(("running", "expected"), [(0, 5), (15, 5), (16, 2), (40, 2)])
+def test_batch_threshold_switches_at_its_size(running, expected):
+    controller = BatchThreshold(5, BatchThresholdParams(max_running=16))
+    assert controller.next_k(signals(k_min=2, running_batch=running)) == expected
+
+
+def _feedback(**params: Any) -> AcceptanceFeedback:
+    return AcceptanceFeedback(4, AcceptanceFeedbackParams(every_rounds=1, **params))
+
+
+CALM: dict[str, Any] = {"verify_queue_len": 0, "decode_p95_ms": 30.0, "window_acceptance": 0.8}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("verify_queue_len", 10, 4),  # at Q_hi: no shrink (and not calm: no grow)
+        ("verify_queue_len", 11, 3),
+        ("decode_p95_ms", 50.0, 4),
+        ("decode_p95_ms", 50.5, 3),
+        ("window_acceptance", 0.35, 4),
+        ("window_acceptance", 0.34, 3),
+        ("verify_queue_len", 1, 4),  # growing needs queue < Q_lo
+        ("decode_p95_ms", 45.0, 4),  # and p95 < P_lo
+        ("window_acceptance", 0.65, 4),  # and acceptance > A_hi
+        ("decode_p95_ms", math.nan, 4),  # unmeasured: neither shrink nor grow
+    ],
+)
+def test_acceptance_feedback_thresholds(field, value, expected):
+    controller = _feedback()
+    assert controller.next_k(signals(**{**CALM, field: value})) == expected
+
+
+def test_acceptance_feedback_grows_when_calm_and_decides_every_n_rounds():
+    controller = AcceptanceFeedback(4, AcceptanceFeedbackParams(every_rounds=3))
+    ks = [controller.next_k(signals(**CALM)) for _ in range(9)]
+    assert ks == [4, 4, 5, 5, 5, 6, 6, 6, 7]
+    busy = {**CALM, "verify_queue_len": 20}
+    ks = [controller.next_k(signals(**busy)) for _ in range(6)]
+    assert ks == [7, 7, 6, 6, 6, 5]
+
+
+def test_acceptance_feedback_stays_in_range():
+    controller = _feedback()
+    low = {**CALM, "window_acceptance": 0.1}
+    ks = [controller.next_k(signals(k_min=2, **low)) for _ in range(5)]
+    assert ks == [3, 2, 2, 2, 2]
+    ks = [controller.next_k(signals(k_min=2, **CALM)) for _ in range(8)]
+    assert ks[-1] == 8
+
+
+def test_pid_tracks_its_delay_set_point():
+    controller = Pid(4, PidParams(delay_target_ms=20.0, kp=2.0, ki=0.5, kd=0.0, every_rounds=1))
+    # No delay measured yet: k stays at speculation.k.
+    assert controller.next_k(signals(queue_delay_ms=math.nan)) == 4
+    # On the set point: error 0, k stays.
+    assert controller.next_k(signals(queue_delay_ms=20.0)) == 4
+    # Twice the set point: error -1 -> 4 - 2 - 0.5 = 1.5 -> 2; the integral keeps pushing down.
+    assert controller.next_k(signals(queue_delay_ms=40.0)) == 2
+    assert controller.next_k(signals(queue_delay_ms=40.0)) == 1  # saturated at k_min
+    # An idle queue: error +1 -> 4 + 2 + 0.5 * (integral) grows k back.
+    ks = [controller.next_k(signals(queue_delay_ms=0.0)) for _ in range(6)]
+    assert ks[0] >= 4
+    assert ks == sorted(ks)
+    assert ks[-1] == 8
+
+
+def test_pid_integral_does_not_wind_up_while_saturated():
+    controller = Pid(4, PidParams(kp=0.0, ki=1.0, every_rounds=1))
+    for _ in range(50):
+        assert controller.next_k(signals(queue_delay_ms=200.0)) == 1
+    # Had the error been summed while clipped, k would stay at k_min for ~50 decisions.
+    ks = [controller.next_k(signals(queue_delay_ms=0.0)) for _ in range(4)]
+    assert ks[-1] > 1
+
+
+def _outcome(k: int, gained: int, target_ms: float, replica: int = 0) -> RoundOutcome:
+    return RoundOutcome(0.0, replica, k, gained - 1, gained, target_ms / 1000.0)
+
+
+def test_bandit_tries_every_k_then_exploits_the_best_reward():
+    controller = Bandit(4, BanditParams(exploration=0.1))
+    low = {"k_min": 2, "k_max": 4}
+    for k in (2, 3, 4):
+        assert controller.next_k(signals(**low)) == k  # untried ks first, smallest first
+        controller.observe(_outcome(k, k + 1, 10.0 * k))  # reward (k + 1) / (10 k) per ms
+    # k = 2 pays best (0.15 tokens/ms against 0.133 and 0.125).
+    assert [controller.next_k(signals(**low)) for _ in range(3)] == [2, 2, 2]
+    # Another replica learns on its own.
+    assert controller.next_k(signals(replica=1, **low)) == 2
+    controller.observe(_outcome(2, 1, 10.0, replica=1))
+    assert controller.next_k(signals(replica=1, **low)) == 3
+
+
+def test_bandit_explores_an_arm_it_has_played_little():
+    controller = Bandit(4, BanditParams(exploration=1.0))
+    for _ in range(50):
+        controller.observe(_outcome(1, 2, 10.0))
+    controller.observe(_outcome(2, 2, 11.0))  # slightly worse, played once
+    assert controller.next_k(signals(k_min=1, k_max=2)) == 2
+
+
+def test_bandit_ignores_rounds_without_a_timed_step():
+    controller = Bandit(4)
+    controller.observe(RoundOutcome(0.0, 0, 1, 0, 1, math.nan))
+    assert controller.next_k(signals(k_min=1, k_max=2)) == 1  # k = 1 still untried
+
+
+def test_controllers_without_feedback_ignore_rounds():
+    for cls in (StaticK, Backpressure, BatchThreshold, AcceptanceFeedback, Pid):
+        told, untold = cls(4), cls(4)
+        told.observe(_outcome(4, 5, 10.0))
+        assert [told.next_k(signals()) for _ in range(3)] == [
+            untold.next_k(signals()) for _ in range(3)
+        ]
+
+
+def test_static_reads_no_windowed_signals():
+    assert StaticK.signal_window == 0
+    assert AcceptanceFeedback(4, AcceptanceFeedbackParams(window=16)).signal_window == 16
+
+
+# -- engine runs ------------------------------------------------------------------
+OVERLOADED_VERIFY = {"scheduler.verify.batching": {"max_batch": 4, "max_wait_ms": 0}}
+
+
+def _run(
+    tmp_path: Path,
+    controller: str,
+    params: dict[str, Any] | None = None,
+    *,
+    mode: str = "distributed",
+    rate_per_s: float = 200.0,
+    alpha: float = 0.7,
+    k_min: int = 1,
+    extra: dict[str, Any] | None = None,
+    name: str = "scenario.yaml",
+) -> Any:
+    settings = dict(extra or {})
+    if controller != "static":
+        settings["speculation.adaptive_k"] = {
+            "enabled": True,
+            "controller": controller,
+            "params": params or {},
+            "k_min": k_min,
+            "k_max": 8,
+        }
+    path = write_scenario(
+        tmp_path,
+        mode=mode,
+        workload=synthetic(200, rate_per_s, 100, 200),
+        alpha=alpha,
+        clients=64 if mode == "distributed" else 1,
+        extra=settings,
+        name=name,
+    )
+    return run(load_scenario(path))
+
+
+def _mean_k(result: Any) -> float:
+    spec = result.summary["speculation"]
+    return spec["drafted_tokens"] / spec["verify_steps"]
+
+
+def test_backpressure_drafts_less_than_static_under_an_overloaded_verify_lane(tmp_path):
+    static = _mean_k(_run(tmp_path, "static", extra=OVERLOADED_VERIFY, name="s.yaml"))
+    adaptive = _mean_k(_run(tmp_path, "backpressure", extra=OVERLOADED_VERIFY, name="b.yaml"))
+    assert static == pytest.approx(4.0, abs=0.1)
+    assert adaptive < 2.0
+    light = _mean_k(_run(tmp_path, "backpressure", rate_per_s=1.0, name="l.yaml"))
+    assert light > 7.0  # with headroom it grows toward k_max
+
+
+def test_batch_threshold_drafts_k_min_past_its_running_size(tmp_path):
+    busy = _mean_k(_run(tmp_path, "batch_threshold", {"max_running": 4}, name="busy.yaml"))
+    roomy = _mean_k(_run(tmp_path, "batch_threshold", {"max_running": 1000}, name="roomy.yaml"))
+    static = _mean_k(_run(tmp_path, "static", name="static.yaml"))
+    assert busy < 1.1
+    assert roomy == static
+
+
+def test_acceptance_feedback_follows_acceptance_and_load(tmp_path):
+    def mean_k(alpha: float, rate_per_s: float, name: str) -> float:
+        result = _run(
+            tmp_path,
+            "acceptance_feedback",
+            mode="fused",
+            alpha=alpha,
+            rate_per_s=rate_per_s,
+            name=name,
+        )
+        return _mean_k(result)
+
+    assert mean_k(0.2, 0.5, "poor.yaml") < 1.5  # acceptance below A_lo: shrinks
+    assert mean_k(0.95, 0.5, "good.yaml") > 7.0  # calm and accepting: grows
+    assert mean_k(0.95, 200.0, "loaded.yaml") < 1.5  # deep queue: shrinks
+
+
+def test_pid_drafts_less_under_load_and_more_with_headroom(tmp_path):
+    loaded = _mean_k(_run(tmp_path, "pid", extra=OVERLOADED_VERIFY, name="loaded.yaml"))
+    light = _mean_k(_run(tmp_path, "pid", rate_per_s=1.0, name="light.yaml"))
+    static = _mean_k(_run(tmp_path, "static", extra=OVERLOADED_VERIFY, name="static.yaml"))
+    assert loaded < 2.0 < static < 7.0 < light
+
+
+def test_bandit_drafts_longer_as_acceptance_rises(tmp_path):
+    # The fused step costs 22 + 2 k ms: short drafts pay at low acceptance, long ones at high.
+    def mean_k(alpha: float, name: str) -> float:
+        return _mean_k(
+            _run(tmp_path, "bandit", mode="fused", alpha=alpha, rate_per_s=0.5, name=name)
+        )
+
+    assert (
+        mean_k(0.2, "low.yaml")
+        < 1.5
+        < mean_k(0.5, "mid.yaml")
+        < 3.0
+        < 6.5
+        < mean_k(0.95, "high.yaml")
+    )
+
+
+@pytest.mark.parametrize(
+    "controller", ["backpressure", "batch_threshold", "acceptance_feedback", "pid", "bandit"]
+)
+def test_adaptive_runs_are_reproducible(tmp_path, controller):
+    first = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="a.yaml")
+    second = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="b.yaml")
+    assert first.requests.equals(second.requests)
+    assert first.summary == second.summary
