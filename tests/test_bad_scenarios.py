@@ -573,6 +573,13 @@ CASES: dict[str, Case] = {
         "4",
         "between k_min (1) and k_max (3)",
     ),
+    "microbatch context ratio without the per_request fallback": Case(
+        _edit(_set("scheduler.verify.microbatch", {"max_context_ratio": 4})),
+        "scenario.yaml",
+        "scheduler.verify.microbatch.max_context_ratio",
+        "4",
+        "unless microbatch.fallback is per_request",
+    ),
     "adaptive k enabled with the static controller": Case(
         _edit(_set("speculation.adaptive_k", {"enabled": True})),
         "scenario.yaml",

@@ -667,6 +667,13 @@ class _Builder:
         if "microbatch" not in raw:  # only the verify lane has microbatch settings
             return lane
         micro = raw["microbatch"]
+        if micro["fallback"] != "per_request" and micro["max_context_ratio"] != 2.0:
+            self.issue(
+                f"scheduler.{name}.microbatch.max_context_ratio",
+                micro["max_context_ratio"],
+                "the default (2.0) unless microbatch.fallback is per_request",
+                "context ratio that only the per_request fallback uses",
+            )
         return replace(
             lane,
             microbatch=MicrobatchSpec(
