@@ -3,6 +3,7 @@
 Usage::
 
     simulate SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet] [--report]
+    simulate policies [--json]
 
 Writes ``summary.json``, ``requests.csv``, ``timeseries.csv``,
 ``scenario.resolved.yaml`` and ``run.json`` into DIR (default:
@@ -10,11 +11,17 @@ Writes ``summary.json``, ``requests.csv``, ``timeseries.csv``,
 prints a table of the headline numbers; ``--report`` adds the figures,
 ``report.md`` and ``report.html`` of :mod:`simulator.report` in ``DIR/report``. Exit status 0 on success, 2 on bad
 input (with one message naming the file, key, value and what is allowed).
+
+``simulate policies`` lists every policy family, its policies (built-in or
+the entry point and distribution of a plug-in) and their parameters. A first
+argument ``policies`` is always this subcommand: run a scenario file of that
+name as ``simulate ./policies``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -27,11 +34,15 @@ from simulator.scenario import Scenario, load_scenario
 
 PROGRESS_AFTER_S = 3.0
 
+POLICIES_COMMAND = "policies"
+"""The first argument that lists the policies instead of running a scenario."""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="simulate",
-        description="Simulate LLM serving with speculative decoding from a scenario file.",
+        description="Simulate LLM serving with speculative decoding from a scenario file "
+        "('simulate policies' lists the policies).",
     )
     parser.add_argument("scenario", type=Path, help="scenario YAML or JSON file")
     parser.add_argument("-o", "--output", type=Path, default=None, help="results directory")
@@ -92,8 +103,29 @@ def _output_dir(option: Path | None, scenario: Scenario) -> Path:
     return out_dir
 
 
+def _policies_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="simulate policies",
+        description="List every policy family, policy and parameter (built-ins and plug-ins).",
+    )
+    parser.add_argument("--json", action="store_true", help="print the listing as JSON")
+    args = parser.parse_args(argv)
+
+    def entry() -> int:
+        from simulator.policy_list import policy_listing, render_listing
+
+        listing = policy_listing()
+        print(json.dumps(listing, indent=2) if args.json else render_listing(listing))
+        return 0
+
+    return run_guarded(entry)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``simulate`` command."""
+    words = list(argv) if argv is not None else sys.argv[1:]
+    if words[:1] == [POLICIES_COMMAND]:
+        return _policies_command(words[1:])
     args = _parser().parse_args(argv)
     if args.seed is not None and args.seed < 0:
         print(f"error: --seed must be >= 0 (got {args.seed})", file=sys.stderr)

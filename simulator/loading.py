@@ -325,11 +325,14 @@ def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterato
         if len(best.absolute_path) > len(error.absolute_path):
             yield from _issues_from_error(file, best)
             return
-        options = [
-            _allowed_text(sub) for sub in schema.get(validator, []) if isinstance(sub, Mapping)
-        ]
+        branches = [sub for sub in schema.get(validator, []) if isinstance(sub, Mapping)]
+        options = [_allowed_text(sub) for sub in branches]
+        hint = ""
+        if isinstance(error.instance, str):
+            names = [str(v) for sub in branches for v in sub.get("enum", [])]
+            hint = _did_you_mean(error.instance, names)
         yield make_issue(
-            file, where, error.instance, " | ".join(options), "matches no allowed form"
+            file, where, error.instance, " | ".join(options), f"matches no allowed form{hint}"
         )
         return
     instance = error.instance

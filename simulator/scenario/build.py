@@ -13,8 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import jsonschema
+
 from policies import registry
 from policies.batching import BatchLimits
+from policies.plugins import PolicyImportError, import_policy, is_import_path
 from simulator.acceptance import load_acceptance_model
 from simulator.devices import (
     Availability,
@@ -75,8 +78,9 @@ MODEL_LISTS: Mapping[str, str] = {
 SPECULATING_KEYS: tuple[str, ...] = ("k", "temperature", "adaptive_k", "acceptance_models")
 """``speculation`` keys that only matter when something speculates (not in mode ``none``)."""
 
-_SCHEMA = scenario_schema()
-"""The assembled scenario schema, for the defaults of keys."""
+_SCHEMA = scenario_schema(plugins=False)
+"""The assembled scenario schema, for the defaults of keys (built-in policy names only:
+importing this module loads no plug-in)."""
 
 
 _UNSET = object()
@@ -148,9 +152,39 @@ class _Builder:
             self.issues.extend(exc.issues)
             return None
 
-    def policy(self, family: str, name: str, params: Mapping[str, Any], key: str) -> PolicyChoice:
-        """Look up a policy class and build its parameters, reporting bad ones."""
-        cls = registry(family).get(name)
+    def policy(
+        self,
+        family: str,
+        name: str,
+        params: Mapping[str, Any],
+        key: str,
+        name_key: str = "policy",
+    ) -> PolicyChoice:
+        """Look up a policy class and build its parameters, reporting bad ones.
+
+        ``name`` is a registered name or an import path ``module.path:ClassName``,
+        imported and checked here; ``name_key`` is its key under ``key``.
+        """
+        if is_import_path(name):
+            try:
+                cls = import_policy(family, name)
+            except PolicyImportError as exc:
+                self.issue(f"{key}.{name_key}", name, exc.allowed, exc.problem)
+                return PolicyChoice(family=family, name=name, params=None)
+            try:
+                jsonschema.validators.validator_for(cls.params_schema).check_schema(
+                    cls.params_schema
+                )
+            except jsonschema.SchemaError as exc:
+                self.issue(
+                    f"{key}.{name_key}",
+                    name,
+                    "a class whose params_schema is a valid JSON Schema",
+                    f"invalid params_schema: {exc.message}",
+                )
+                return PolicyChoice(family=family, name=name, params=None)
+        else:
+            cls = registry(family).get(name)
         problems = schema_issues(dict(params), cls.params_schema, self.file)
         for problem in problems:
             inner = "" if problem.key_path == "(top level)" else "." + problem.key_path
@@ -650,7 +684,11 @@ class _Builder:
             k_max=k_max,
             temperature=float(spec["temperature"]),
             k_control=self.policy(
-                "k_control", controller, adaptive["params"], "speculation.adaptive_k"
+                "k_control",
+                controller,
+                adaptive["params"],
+                "speculation.adaptive_k",
+                name_key="controller",
             ),
             hybrid=hybrid_choice,
         )

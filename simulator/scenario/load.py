@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError, make_issue
+from policies.plugins import ENTRY_POINT_GROUP, load_entry_points
+from simulator.errors import InputError, Issue, make_issue
 from simulator.loading import fill_defaults, read_document, resolve_path, schema_issues
 from simulator.scenario.build import build_scenario
 from simulator.scenario.model import Scenario
@@ -45,11 +46,29 @@ def load_scenario(
     if seed is not None:
         document["seed"] = seed
     schema = scenario_schema()
-    issues = schema_issues(document, schema, file)
+    issues = [*plugin_issues(), *schema_issues(document, schema, file)]
     if issues:
         raise InputError(issues)
     filled = fill_defaults(document, schema)
     return build_scenario(filled, file, resolved=absolute_paths(filled, file))
+
+
+def plugin_issues() -> list[Issue]:
+    """Return one issue per broken policy plug-in entry point of the environment.
+
+    A broken plug-in stops every scenario, as a clash between built-ins would:
+    the issue names the distribution and the entry point.
+    """
+    return [
+        make_issue(
+            f"distribution {p.distribution}",
+            f"entry point {p.entry_point} (group {ENTRY_POINT_GROUP})",
+            p.value,
+            p.allowed,
+            p.problem,
+        )
+        for p in load_entry_points()
+    ]
 
 
 PATH_LISTS = {

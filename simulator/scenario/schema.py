@@ -3,8 +3,9 @@
 The packaged ``scenario.schema.json`` leaves three things open: the
 ``workload`` section (its own file, ``workload.schema.json``),
 ``hardware_profiles[].availability`` (the device profile schema's
-``availability`` block) and the valid names of every ``policy`` key, which
-come from the policy registries. This
+``availability`` block) and the valid values of every ``policy`` key: a
+name from the policy registries (built-ins, and entry-point plug-ins unless
+asked for the built-ins only) or an import path ``module.path:ClassName``. This
 module fills both in, inlines the ``$defs`` so defaults can be filled by a
 plain walk (``properties`` written beside a ``$ref`` extend the definition's,
 as the verify lane adds ``microbatch`` to the common lane), and returns the
@@ -19,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from policies import policy_enums
+from policies.plugins import IMPORT_PATH_PATTERN
 from simulator.loading import load_packaged_schema
 
 DEFAULT_POLICY: Mapping[str, str] = {
@@ -59,7 +61,10 @@ def _apply_policy_enums(node: Any, enums: Mapping[str, list[str]]) -> None:
     if isinstance(node, dict):
         family = node.get("x-policy-family")
         if isinstance(family, str):
-            node["enum"] = list(enums[family])
+            node["anyOf"] = [
+                {"title": "a registered name", "enum": list(enums[family])},
+                {"title": "an import path", "type": "string", "pattern": IMPORT_PATH_PATTERN},
+            ]
             node.pop("type", None)
         lane_family = node.get("x-lane-family")
         if isinstance(lane_family, str):
@@ -90,18 +95,24 @@ def _availability_override() -> dict[str, Any]:
 
 
 @cache
-def _assembled() -> dict[str, Any]:
+def _assembled(plugins: bool) -> dict[str, Any]:
     schema = load_packaged_schema("scenario.schema.json")
     defs = schema.pop("$defs", {})
     schema = _inline_refs(schema, defs)
     schema["properties"]["workload"] = load_packaged_schema("workload.schema.json")
     entry = schema["properties"]["hardware_profiles"]["items"]["properties"]
     entry["availability"] = _availability_override()
-    _apply_policy_enums(schema, policy_enums())
+    _apply_policy_enums(schema, policy_enums(plugins))
     result: dict[str, Any] = schema
     return result
 
 
-def scenario_schema() -> dict[str, Any]:
-    """Return a fresh copy of the complete scenario schema."""
-    return copy.deepcopy(_assembled())
+def scenario_schema(plugins: bool = True) -> dict[str, Any]:
+    """Return a fresh copy of the complete scenario schema.
+
+    Args:
+        plugins: Let each ``policy`` key name the entry-point plug-ins too
+            (loading them); ``False`` lists the built-ins only, as the
+            shipped documentation does.
+    """
+    return copy.deepcopy(_assembled(plugins))

@@ -1,0 +1,258 @@
+"""Policies from outside the package: import paths and entry points.
+
+A scenario may name a policy class by import path, ``module.path:ClassName``
+(the module must be importable in the environment: installed, or on
+``PYTHONPATH``; the scenario's folder is not added to ``sys.path``), or by
+the name an installed distribution registers through the entry point group
+``specdec_sim.policies``. An entry point is named ``<family>.<policy name>``
+and points at the class (``module:ClassName``); the class's ``name`` must be
+that policy name.
+
+Either way the class must look like a built-in of its family: a non-empty
+``name``, a dataclass ``Params``, a mapping ``params_schema``, every public
+method the family's built-in policies all have (the family protocol's, e.g.
+``route`` for routing), and a constructor taking the same positional
+arguments as theirs (``(params)``, ``(k, params)`` for k controllers,
+``(limits, params)`` for the batching lanes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from policies.registry import PolicyRegistryError, families
+
+ENTRY_POINT_GROUP = "specdec_sim.policies"
+"""The entry point group plug-in distributions register their policy classes in."""
+
+IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+"""What a ``policy`` value naming a class by import path looks like."""
+
+_IMPORT_PATH = re.compile(IMPORT_PATH_PATTERN)
+
+
+def is_import_path(value: str) -> bool:
+    """Return whether ``value`` has the form ``module.path:ClassName``."""
+    return _IMPORT_PATH.match(value) is not None
+
+
+class PolicyImportError(Exception):
+    """A policy class that cannot be used: the problem and what would be allowed."""
+
+    def __init__(self, problem: str, allowed: str) -> None:
+        self.problem = problem
+        self.allowed = allowed
+        super().__init__(f"{problem} (allowed: {allowed})")
+
+
+@dataclass(frozen=True)
+class PluginProblem:
+    """A broken entry point of the ``specdec_sim.policies`` group.
+
+    Attributes:
+        distribution: The distribution declaring it (name and version).
+        entry_point: The entry point's name.
+        value: Its value, ``module:ClassName``.
+        problem: What is wrong.
+        allowed: What would have been accepted.
+    """
+
+    distribution: str
+    entry_point: str
+    value: str
+    problem: str
+    allowed: str
+
+
+def _required_methods(family: str) -> tuple[str, ...]:
+    """Return the public methods every built-in policy of ``family`` has (its protocol)."""
+    reg = families(plugins=False)[family]
+    common: set[str] | None = None
+    for name in reg.builtin_names():
+        cls = reg.get(name)
+        methods = {
+            attr
+            for attr in dir(cls)
+            if not attr.startswith("_")
+            and callable(getattr(cls, attr))
+            and not inspect.isclass(getattr(cls, attr))
+        }
+        common = methods if common is None else common & methods
+    return tuple(sorted(common or ()))
+
+
+def _positional(cls: type[Any]) -> tuple[str, ...] | None:
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in signature.parameters.values() if p.kind in kinds)
+
+
+def _constructor_arguments(family: str) -> tuple[str, ...] | None:
+    """Return the positional arguments the engine passes to a policy of ``family``.
+
+    ``None`` when the built-ins do not agree on a count (nothing is checked then).
+    """
+    reg = families(plugins=False)[family]
+    found = {_positional(reg.get(name)) for name in reg.builtin_names()}
+    counts = {len(args) for args in found if args is not None}
+    if len(counts) != 1 or None in found:
+        return None
+    return min(args for args in found if args is not None)
+
+
+def interface_problem(family: str, cls: object) -> str | None:
+    """Return why ``cls`` cannot serve as a ``family`` policy, or ``None`` if it can."""
+    if family not in families(plugins=False):
+        known = ", ".join(families(plugins=False))
+        return f"{family!r} is not a policy family (known: {known})"
+    if not inspect.isclass(cls):
+        return f"{cls!r} is not a class"
+    label = f"{cls.__module__}.{cls.__qualname__}"
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        return f"{label} has no policy name (a non-empty class attribute 'name')"
+    params = getattr(cls, "Params", None)
+    if not (inspect.isclass(params) and dataclasses.is_dataclass(params)):
+        return f"{label}.Params is not a dataclass"
+    if not isinstance(getattr(cls, "params_schema", None), Mapping):
+        return f"{label}.params_schema is not a mapping (a JSON Schema object)"
+    missing = [m for m in _required_methods(family) if not callable(getattr(cls, m, None))]
+    if missing:
+        lacks = ", ".join(f"{m}()" for m in missing)
+        return f"{label} is not a policy of family {family}: it lacks {lacks}"
+    arguments = _constructor_arguments(family)
+    if arguments is not None:
+        try:
+            inspect.signature(cls).bind(*arguments)
+        except (TypeError, ValueError):
+            return (
+                f"{label}'s constructor does not take the {family} arguments "
+                f"({', '.join(arguments)})"
+            )
+    return None
+
+
+def _family_requirements(family: str) -> str:
+    methods = ", ".join(f"{m}()" for m in _required_methods(family))
+    arguments = _constructor_arguments(family)
+    ctor = f"a constructor ({', '.join(arguments)}), " if arguments is not None else ""
+    return (
+        f"a {family} policy class: name, a dataclass Params, a params_schema mapping, "
+        f"{ctor}{methods or 'the family methods'}"
+    )
+
+
+def import_policy(family: str, path: str) -> type[Any]:
+    """Import the class ``module.path:ClassName`` and check it is a ``family`` policy.
+
+    The class is remembered by the family registry under ``path``, so the
+    engine finds it exactly as it finds a built-in.
+
+    Raises:
+        PolicyImportError: Bad form, module not importable, no such
+            attribute, or not a policy class of this family.
+    """
+    if not is_import_path(path):
+        raise PolicyImportError("not an import path", "module.path:ClassName")
+    module_name, _, attribute = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise PolicyImportError(
+            f"module {exc.name or module_name!r} not found",
+            "a module importable in this environment (installed, or on PYTHONPATH; "
+            "the scenario's folder is not searched)",
+        ) from None
+    except Exception as exc:  # the user's module failed while importing
+        raise PolicyImportError(
+            f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}",
+            "a module that imports without error",
+        ) from None
+    cls = getattr(module, attribute, None)
+    if cls is None:
+        public = sorted(
+            n for n, v in vars(module).items() if inspect.isclass(v) and not n.startswith("_")
+        )
+        raise PolicyImportError(
+            f"module {module_name!r} has no attribute {attribute!r}",
+            "a class of that module" + (f": {', '.join(public)}" if public else ""),
+        )
+    problem = interface_problem(family, cls)
+    if problem is not None:
+        raise PolicyImportError(problem, _family_requirements(family))
+    reg = families(plugins=False)[family]
+    reg.add_imported(path, cls)
+    found: type[Any] = cls
+    return found
+
+
+_loaded: list[PluginProblem] | None = None
+
+
+def load_entry_points() -> tuple[PluginProblem, ...]:
+    """Register every policy of the ``specdec_sim.policies`` entry points (once per process).
+
+    Entry points are taken in order of (name, distribution, value), so which
+    of two clashing plug-ins registers is the same on every run. A broken
+    entry point is not registered: its problem is returned (every call
+    returns the same problems), and the scenario loader and ``simulate
+    policies`` refuse to go on while there is one.
+    """
+    global _loaded
+    if _loaded is not None:
+        return tuple(_loaded)
+    _loaded = []
+    seen: set[tuple[str, str, str]] = set()
+    found = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist
+        dist_label = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown"
+        marker = (ep.name, dist_label, ep.value)
+        if marker not in seen:
+            seen.add(marker)
+            found.append((marker, ep))
+    for (ep_name, dist_label, value), ep in sorted(found, key=lambda item: item[0]):
+        failure = _register_entry_point(ep, ep_name, dist_label)
+        if failure is not None:
+            _loaded.append(PluginProblem(dist_label, ep_name, value, *failure))
+    return tuple(_loaded)
+
+
+def _register_entry_point(
+    ep: metadata.EntryPoint, ep_name: str, dist_label: str
+) -> tuple[str, str] | None:
+    """Load, check and register one entry point; return ``(problem, allowed)`` if it is broken."""
+    regs = families(plugins=False)
+    family, dot, policy_name = ep_name.partition(".")
+    if not dot or family not in regs or not policy_name:
+        return (
+            "entry point name is not <family>.<policy name>",
+            "a family among " + ", ".join(regs),
+        )
+    try:
+        cls = ep.load()
+    except Exception as exc:  # the plug-in failed while importing
+        return f"loading failed: {type(exc).__name__}: {exc}", "an importable module:ClassName"
+    problem = interface_problem(family, cls)
+    if problem is not None:
+        return problem, _family_requirements(family)
+    if cls.name != policy_name:
+        return (
+            f"the class's name is {cls.name!r}, not the entry point's {policy_name!r}",
+            f"an entry point named {family}.{cls.name}",
+        )
+    try:
+        regs[family].add_plugin(cls, f"entry point {ep_name} of distribution {dist_label}")
+    except PolicyRegistryError as exc:
+        return str(exc), "a name no other policy of the family has"
+    return None
