@@ -313,3 +313,54 @@ def test_fused_fraction_in_a_run(tmp_path, fraction, fused):
     if fraction == 0.25:
         # Every fourth request, in arrival order.
         assert frame.index[frame["mode"] == "fused"].tolist() == [3, 7, 11, 15, 19]
+
+
+def test_the_engine_fills_the_detailed_replica_loads(tmp_path, monkeypatch):
+    seen: list[list[ReplicaLoad]] = []
+    original = NetworkAware.route
+
+    def recording(self, query, replicas):
+        seen.append(list(replicas))
+        return original(self, query, replicas)
+
+    monkeypatch.setattr(NetworkAware, "route", recording)
+    rows = ["0.0,4000,5", "0.0,100,10"]
+    workload = _write_trace(tmp_path, rows, "arrival_s,prompt_tokens,output_tokens")
+    _requests(_two_pools(tmp_path / "run", "network_aware", workload))
+    first, second = seen
+    assert [(r.index, r.pool, r.link_rtt_ms, r.link_bw_mbps) for r in first] == [
+        (0, "near", 2.0, 1000.0),
+        (1, "far", 30.0, 1000.0),
+    ]
+    # 80 GB less the fixture's 1,000 MB of weights; 0.5 MB of KV per token of prompt + output.
+    assert {r.kv_capacity_mb for r in first} == {80 * 1024.0 - 1000.0}
+    assert [r.kv_need_mb for r in first] == [2002.5, 2002.5]
+    assert [r.kv_need_mb for r in second] == [55.0, 55.0]
+    # The first prompt's batch-1 prefill (10 + 0.01 × 4000 = 50 ms) queues on the near replica.
+    assert [r.predicted_queue_s for r in first] == [0.0, 0.0]
+    assert [r.predicted_queue_s for r in second] == [pytest.approx(0.050), 0.0]
+
+
+def test_the_engine_fills_the_predicted_round(tmp_path, monkeypatch):
+    seen: list[ModeQuery] = []
+    original = PredictedLatency.choose
+
+    def recording(self, query):
+        seen.append(query)
+        return original(self, query)
+
+    monkeypatch.setattr(PredictedLatency, "choose", recording)
+    workload = _origin_trace(tmp_path / "trace", 2)
+    _requests(_hybrid(tmp_path / "run", {"policy": "predicted_latency"}, workload))
+    near, far = seen
+    tokens = (1 - 0.7**5) / (1 - 0.7)  # i.i.d. acceptance 0.7, k = 4
+    assert (near.link_rtt_ms, far.link_rtt_ms) == (11.0, 13.0)
+    for query in (near, far):
+        assert query.k == 4
+        assert query.draft_s == pytest.approx(4 * 0.004)
+        assert query.verify_s == pytest.approx(0.022 + 0.001 * 200 * 5 / 1000)
+        assert query.fused_step_s == pytest.approx(0.050 + 0.001 * 200 * 5 / 1000)
+        assert query.distributed_tokens == pytest.approx(tokens)
+        assert query.fused_tokens == pytest.approx(tokens)
+        # 4 bytes per drafted token up, 4 per expected token down, at 10^6 Mbps.
+        assert query.transfer_s == pytest.approx((4 * 4 + 4 * tokens) * 8 / 1e12)
