@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
+from policies.batching import NO_PARAMS_SCHEMA, NoParams
 from policies.families import HYBRID_MODE
 from policies.views import ModeQuery
 
@@ -60,3 +62,91 @@ class RttThreshold:
     def choose(self, query: ModeQuery) -> SpeculationRoute:
         """Return fused above the threshold, distributed at or below it."""
         return "fused" if query.link_rtt_ms > self.params.threshold_ms else "distributed"
+
+
+@HYBRID_MODE.register
+class PredictedLatency:
+    """The mode with the smaller predicted time per committed token for this request.
+
+    Per round of ``k`` drafts (Leviathan et al. 2023: a round commits
+    E[accepted] + 1 tokens on average)::
+
+        distributed = (draft_s + link_rtt_ms / 1000 + transfer_s + verify_s) / distributed_tokens
+        fused = fused_step_s / fused_tokens
+
+    Fused when it is strictly smaller; distributed on ties (it leaves the
+    drafting to the client).
+    """
+
+    name: ClassVar[str] = "predicted_latency"
+    Params: ClassVar[type[NoParams]] = NoParams
+    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+    predicts_latency: ClassVar[bool] = True
+
+    def __init__(self, params: NoParams | None = None) -> None:
+        self.params = params if params is not None else NoParams()
+
+    @staticmethod
+    def per_token_s(query: ModeQuery) -> tuple[float, float]:
+        """Return the predicted ``(distributed, fused)`` seconds per committed token."""
+        distributed_round_s = (
+            query.draft_s + query.link_rtt_ms / 1000.0 + query.transfer_s + query.verify_s
+        )
+        return (
+            distributed_round_s / query.distributed_tokens,
+            query.fused_step_s / query.fused_tokens,
+        )
+
+    def choose(self, query: ModeQuery) -> SpeculationRoute:
+        """Return the mode with the smaller predicted time per token."""
+        distributed, fused = self.per_token_s(query)
+        return "fused" if fused < distributed else "distributed"
+
+
+@dataclass(frozen=True)
+class FusedFractionParams:
+    """Parameters of :class:`FusedFraction`.
+
+    Attributes:
+        fraction: Share of requests served fused, in ``[0, 1]``.
+    """
+
+    fraction: float
+
+
+@HYBRID_MODE.register
+class FusedFraction:
+    """A fixed share of requests goes fused, spread evenly over arrivals.
+
+    Deterministic (a floor counter, no randomness): the ``n``-th request asked
+    about (from 0) goes fused when ``floor((n + 1) f) > floor(n f)``, so after
+    ``N`` requests exactly ``floor(N f)`` went fused and the fused ones are
+    evenly spaced.
+    """
+
+    name: ClassVar[str] = "fused_fraction"
+    Params: ClassVar[type[FusedFractionParams]] = FusedFractionParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["fraction"],
+        "properties": {
+            "fraction": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "Share of requests served fused (evenly spread over arrivals).",
+            }
+        },
+    }
+
+    def __init__(self, params: FusedFractionParams) -> None:
+        self.params = params
+        self._asked = 0
+
+    def choose(self, query: ModeQuery) -> SpeculationRoute:
+        """Return fused for every ``1 / fraction``-th request on average."""
+        n = self._asked
+        self._asked = n + 1
+        f = self.params.fraction
+        return "fused" if math.floor((n + 1) * f) > math.floor(n * f) else "distributed"

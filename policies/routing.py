@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from policies.batching import NO_PARAMS_SCHEMA, NoParams
 from policies.families import ROUTING
 from policies.views import ReplicaLoad, RoutingQuery
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class RoutingPolicy(Protocol):
@@ -55,4 +58,102 @@ class LeastOutstanding:
         if not replicas:
             raise ValueError("no replica to route to")
         best = min(replicas, key=lambda r: (r.outstanding_requests, r.index))
+        return best.index
+
+
+@ROUTING.register
+class KvAware:
+    """The replica with the most KV free after placing the request.
+
+    It compares ``kv_free_mb - kv_need_mb``: the replica's free KV less what
+    the request must hold there to be prefilled, so pools whose models take
+    more KV per token count that. Ties go to the fewest outstanding requests,
+    then the lowest index: requests admitted at one instant, before any of
+    them holds KV, spread over the replicas instead of herding onto one.
+    """
+
+    name: ClassVar[str] = "kv_aware"
+    Params: ClassVar[type[NoParams]] = NoParams
+    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+    reads_replica_detail: ClassVar[bool] = True
+
+    def __init__(self, params: NoParams | None = None) -> None:
+        self.params = params if params is not None else NoParams()
+
+    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
+        """Return the replica with the most KV left after the request's."""
+        if not replicas:
+            raise ValueError("no replica to route to")
+        best = min(
+            replicas,
+            key=lambda r: (r.kv_need_mb - r.kv_free_mb, r.outstanding_requests, r.index),
+        )
+        return best.index
+
+
+@ROUTING.register
+class NetworkAware:
+    """The replica with the smallest predicted RTT + prefill queue delay.
+
+    ``score = link_rtt_ms / 1000 + predicted_queue_s``: the round trip of the
+    request's origin link to the replica's pool (paid by its prompt upload
+    and first token, and by every distributed round) plus the replica's
+    predicted prefill queue. Ties go to the fewest outstanding requests, then
+    the lowest index.
+    """
+
+    name: ClassVar[str] = "network_aware"
+    Params: ClassVar[type[NoParams]] = NoParams
+    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+    reads_replica_detail: ClassVar[bool] = True
+
+    def __init__(self, params: NoParams | None = None) -> None:
+        self.params = params if params is not None else NoParams()
+
+    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
+        """Return the replica with the smallest predicted RTT + queue delay."""
+        if not replicas:
+            raise ValueError("no replica to route to")
+        best = min(
+            replicas,
+            key=lambda r: (
+                r.link_rtt_ms / 1000.0 + r.predicted_queue_s,
+                r.outstanding_requests,
+                r.index,
+            ),
+        )
+        return best.index
+
+
+@ROUTING.register
+class PowerOfTwo:
+    """Two distinct candidates drawn at random; the one with fewer outstanding requests.
+
+    Mitzenmacher's power of two choices (IEEE TPDS 2001): the two are drawn
+    uniformly without replacement from the ``routing`` random stream; ties go
+    to the lower index. With one candidate it is chosen without a draw.
+    """
+
+    name: ClassVar[str] = "power_of_two"
+    Params: ClassVar[type[NoParams]] = NoParams
+    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+    random_stream: ClassVar[str] = "routing"
+
+    def __init__(self, params: NoParams | None = None, *, rng: np.random.Generator) -> None:
+        self.params = params if params is not None else NoParams()
+        self._rng = rng
+
+    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
+        """Return the less loaded of two replicas drawn at random."""
+        n = len(replicas)
+        if n == 0:
+            raise ValueError("no replica to route to")
+        if n == 1:
+            return replicas[0].index
+        first = int(self._rng.integers(n))
+        second = int(self._rng.integers(n - 1))
+        if second >= first:
+            second += 1
+        a, b = replicas[first], replicas[second]
+        best = min(a, b, key=lambda r: (r.outstanding_requests, r.index))
         return best.index

@@ -58,14 +58,34 @@ class ReplicaLoad:
     """The load of one target replica, as a router sees it.
 
     Attributes:
-        index: Replica index within its pool.
+        index: Replica index over all target pools (scenario order).
         outstanding_requests: Requests routed to it and not yet finished.
         kv_free_mb: KV cache memory currently free.
+        pool: Its target pool (class id).
+        kv_capacity_mb: Its whole KV budget.
+        kv_need_mb: KV the request being routed must hold there to be
+            prefilled (as its prefill lane reserves it; see
+            ``scheduler.kv.on_full``).
+        predicted_queue_s: Its predicted prefill queue: the batch-1 prefill
+            time (from its LUT) of every request admitted to it whose first
+            token is not out yet (the admission TTFT predictor's queue).
+        link_rtt_ms: Round-trip time of the request's origin link to its
+            pool (0 for a request without origin).
+        link_bw_mbps: Bandwidth of that link (``inf`` without origin).
+
+    The fields after ``kv_free_mb`` are filled only for a router whose class
+    sets ``reads_replica_detail = True``; otherwise they keep their defaults.
     """
 
     index: int
     outstanding_requests: int
     kv_free_mb: float
+    pool: str = ""
+    kv_capacity_mb: float = math.inf
+    kv_need_mb: float = 0.0
+    predicted_queue_s: float = 0.0
+    link_rtt_ms: float = 0.0
+    link_bw_mbps: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -200,12 +220,36 @@ class ModeQuery:
         link_rtt_ms: Round-trip time of the origin's link to the targets.
         link_bw_mbps: Bandwidth of that link.
         target_outstanding_requests: Requests outstanding on the target pool.
+        k: Draft length of the request's first round (``speculation.k``).
+        draft_s: Time of ``k`` draft-model decode steps on the origin's
+            device (batch 1, at the prompt's context, from its LUT).
+        verify_s: Time of one batch-1 verify step of ``k`` drafts on the
+            chosen replica (from its LUT).
+        transfer_s: Serialisation time of one round's bytes on the link:
+            ``k`` drafted tokens up and the expected committed tokens down, at
+            ``link_bw_mbps`` (the RTT is ``link_rtt_ms``, apart).
+        distributed_tokens: Expected tokens one distributed round commits,
+            E[accepted] + 1, from the origin's drafter acceptance curve.
+        fused_step_s: Time of one batch-1 fused draft + verify step of ``k``
+            on the chosen replica (from its LUT).
+        fused_tokens: Expected tokens one fused round commits, from the
+            replica's fused acceptance curve.
+
+    The fields after ``target_outstanding_requests`` are filled only for a
+    policy whose class sets ``predicts_latency = True`` (``nan`` otherwise).
     """
 
     origin: str
     link_rtt_ms: float
     link_bw_mbps: float
     target_outstanding_requests: int
+    k: int = 0
+    draft_s: float = math.nan
+    verify_s: float = math.nan
+    transfer_s: float = math.nan
+    distributed_tokens: float = math.nan
+    fused_step_s: float = math.nan
+    fused_tokens: float = math.nan
 
 
 class RoundOutcome(NamedTuple):

@@ -14,16 +14,25 @@ from policies.views import KSignals, ModeQuery, QueuedItem, ReplicaLoad, Routing
 
 def test_every_family_has_its_default_policy():
     enums = policy_enums()
-    assert enums["routing"] == ["least_outstanding", "round_robin"]
+    assert enums["routing"] == [
+        "kv_aware",
+        "least_outstanding",
+        "network_aware",
+        "power_of_two",
+        "round_robin",
+    ]
     assert "fcfs" in enums["verify_batching"]
     assert "static" in enums["k_control"]
     assert "admit_all" in enums["admission"]
-    assert "rtt_threshold" in enums["hybrid_mode"]
+    assert enums["hybrid_mode"] == ["fused_fraction", "predicted_latency", "rtt_threshold"]
     assert "iteration_level" in enums["draft_scheduling"]
 
 
 def test_unknown_name_lists_valid_ones():
-    with pytest.raises(UnknownPolicyError, match="valid: least_outstanding, round_robin"):
+    with pytest.raises(
+        UnknownPolicyError,
+        match="valid: kv_aware, least_outstanding, network_aware, power_of_two, round_robin",
+    ):
         registry("routing").get("random_walk")
 
 

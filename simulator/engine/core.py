@@ -125,8 +125,13 @@ class EngineOutput:
     """Requests of the table still due when the run stopped (not in ``records``)."""
 
 
-def _instantiate(choice: PolicyChoice, *args: Any) -> Any:
+def _instantiate(choice: PolicyChoice, *args: Any, streams: RandomStreams | None = None) -> Any:
+    """Build the chosen policy; one whose class names a ``random_stream`` gets it as ``rng``."""
     cls = registry(choice.family).get(choice.name)
+    stream = getattr(cls, "random_stream", None)
+    if stream is not None:
+        assert streams is not None, f"policy {choice.name} draws from stream {stream!r}"
+        return cls(*args, choice.params, rng=streams.get(stream))
     return cls(*args, choice.params)
 
 
@@ -190,10 +195,14 @@ class Engine:
             prefill_max_batch=sched.prefill.limits.max_batch,
             signal_window=signal_window,
         )
-        self.router = _instantiate(sched.routing)
+        self.router = _instantiate(sched.routing, streams=streams)
         self.admission = _instantiate(sched.admission)
-        self._predicts_ttft = bool(getattr(self.admission, "predicts_ttft", False))
-        """Whether the admission policy reads the predicted prefill queue (kept only then)."""
+        self._admission_predicts = bool(getattr(self.admission, "predicts_ttft", False))
+        """Whether the admission policy reads the TTFT prediction."""
+        self._routing_detail = bool(getattr(self.router, "reads_replica_detail", False))
+        """Whether the router reads the detailed replica loads (pool, KV, queue, link)."""
+        self._predicts_ttft = self._admission_predicts or self._routing_detail
+        """Whether the predicted prefill queues are kept (only when a policy reads them)."""
         self._deferred: deque[RequestState] = deque()
         """Arrived requests not yet admitted or rejected, in arrival order."""
         self._admitting = False
@@ -206,7 +215,11 @@ class Engine:
         self._k_max = settings.k_max
         self._temperature = settings.temperature
         self._payload = settings.payload
-        self.hybrid = _instantiate(settings.hybrid) if settings.hybrid is not None else None
+        self.hybrid = (
+            _instantiate(settings.hybrid, streams=streams) if settings.hybrid is not None else None
+        )
+        self._predicts_latency = bool(getattr(self.hybrid, "predicts_latency", False))
+        """Whether the hybrid policy reads the predicted per-round times (computed only then)."""
         self.replicas = [
             TargetReplica(self.context, index, plan) for index, plan in enumerate(runtime.replicas)
         ]
@@ -386,7 +399,7 @@ class Engine:
             now - req.arrival_s,
             slo.tpot_ms,
         )
-        if not self._predicts_ttft:
+        if not self._admission_predicts:
             return query
         best: tuple[float, float, TargetReplica] | None = None
         for replica in self._candidate_replicas(req):
@@ -478,7 +491,10 @@ class Engine:
         if req.origin:
             req.device = int(self.device_rng.integers(self.runtime.clients[req.origin].count))
         candidates = self._candidate_replicas(req)
-        loads = [ReplicaLoad(r.index, r.outstanding, r.kv.free_mb) for r in candidates]
+        if self._routing_detail:
+            loads = [self._detailed_load(req, r) for r in candidates]
+        else:
+            loads = [ReplicaLoad(r.index, r.outstanding, r.kv.free_mb) for r in candidates]
         replica = self.replicas[
             self.router.route(RoutingQuery(req.request_id, req.origin, req.prompt_tokens), loads)
         ]
@@ -502,6 +518,21 @@ class Engine:
         self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
         if req.drafter is not None:
             req.drafter.admit(req)
+
+    def _detailed_load(self, req: RequestState, replica: TargetReplica) -> ReplicaLoad:
+        """A replica's load with its pool, KV, predicted prefill queue and the origin's link."""
+        link = self._link(req, replica)
+        return ReplicaLoad(
+            replica.index,
+            replica.outstanding,
+            replica.kv.free_mb,
+            replica.pool,
+            replica.kv.capacity_mb,
+            replica.kv_need_mb(req, self._prefill_kind(replica)),
+            replica.pending_prefill_s,
+            link.rtt_ms if link else 0.0,
+            link.bw_mbps if link else math.inf,
+        )
 
     def _set_slo(self, req: RequestState) -> None:
         """Store the request's SLO targets on it, in seconds (read by the queues' deadlines)."""
@@ -560,7 +591,48 @@ class Engine:
             link.bw_mbps if link else math.inf,
             replica.outstanding,
         )
+        if self._predicts_latency:
+            query = self._predict_round(req, replica, query)
         return str(self.hybrid.choose(query))
+
+    def _predict_round(
+        self, req: RequestState, replica: TargetReplica, query: ModeQuery
+    ) -> ModeQuery:
+        """Fill a mode query with one round's predicted times and tokens, both ways.
+
+        At the request's current context, batch 1 and ``speculation.k``, from
+        the LUTs of the origin's draft model and the replica's verify and fused
+        models, and from their acceptance curves. A request whose origin does
+        not draft gets an infinite draft time (it cannot go distributed).
+        """
+        k = self._k_default
+        context = req.context
+        temperature = self._temperature
+        client = self.runtime.clients.get(req.origin)
+        draft = client.draft if client is not None else None
+        curve = client.acceptance if client is not None else None
+        if draft is None or curve is None:
+            draft_s, tokens = math.inf, 1.0
+        else:
+            draft_s = draft.curve(1, 1).sum_steps(context, k)[0]
+            tokens = curve.expected_tokens_per_verify(k, context, temperature)
+        verify = replica.costs.step[VERIFY]
+        fused = replica.costs.step[FUSED]
+        fused_curve = replica.fused_acceptance
+        assert verify is not None and fused is not None and fused_curve is not None
+        payload = self._payload
+        nbytes = k * payload.bytes_per_draft_token + tokens * payload.bytes_per_result_token
+        bw_bps = query.link_bw_mbps * 1e6
+        return replace(
+            query,
+            k=k,
+            draft_s=draft_s,
+            verify_s=verify.at(context, 1, k)[0],
+            transfer_s=nbytes * 8.0 / bw_bps,
+            distributed_tokens=tokens,
+            fused_step_s=fused.at(context, 1, k)[0],
+            fused_tokens=fused_curve.expected_tokens_per_verify(k, context, temperature),
+        )
 
     def on_prefilled(self, req: RequestState, kind: str) -> None:
         """Prefill done (first token committed, or a preempted context recomputed)."""
