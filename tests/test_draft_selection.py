@@ -304,3 +304,23 @@ def test_a_burst_runs_one_model_and_each_request_keeps_its_own(tmp_path, monkeyp
     assert all(
         r.draft_model == ("llama-68m" if rid % 2 else "tinyllama") for rid, r in by_id.items()
     )
+
+
+def test_first_skips_a_model_that_cannot_serve_the_request(tmp_path):
+    """A prompt past Llama-68M's 2,048-token LUTs drafts with the next listed model."""
+    document = _document(["llama-68m", "llama-3.2-1b"])
+    document["speculation"]["drafter_models"].append(
+        {
+            "name": "llama-3.2-1b",
+            "lut": str(REPO / "lut/llama-3.2-1b__iphone-16-pro.csv"),
+            "acceptance": "sps",
+        }
+    )
+    document["workload"] = synthetic(6, 1.0, 3000, 32)
+    listed = run(load_scenario(_write(tmp_path, document, "listed.yaml")))
+    assert set(listed.requests["outcome"]) == {"completed"}
+    assert set(listed.requests["draft_model"]) == {"llama-3.2-1b"}
+    document["hardware_profiles"][0]["model"] = "llama-68m"
+    alone = run(load_scenario(_write(tmp_path, document, "alone.yaml")))
+    assert set(alone.requests["reason"]) == {"context_window"}
+    assert set(alone.requests["draft_model"]) == {"llama-68m"}
