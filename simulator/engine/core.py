@@ -312,7 +312,7 @@ class Engine:
                     expected / k,
                     expected + 1.0,
                     model.draft.at(context, 1, 1)[0],
-                    model.prefill.static_mem_mb(),
+                    model.weights_mb,
                 )
             )
         if len(candidates) <= 1:

@@ -69,12 +69,15 @@ class DraftModelPlan:
         prefill: Its prefill cost on the device.
         draft: Its draft-decode cost on the device.
         acceptance: Its acceptance curve.
+        weights_mb: Its memory on the device besides KV (its prefill LUT's
+            peak memory less KV at the smallest grid point).
     """
 
     name: str
     prefill: PhaseCost
     draft: PhaseCost
     acceptance: AcceptanceModel | None
+    weights_mb: float
 
 
 @dataclass(frozen=True)
@@ -272,12 +275,14 @@ class _Resolver:
         if self.mode in ("distributed", "hybrid"):
             for name in device.draft_models:
                 model = scenario.speculation.models[name]
+                prefill = self.cost(model, device, "prefill")
                 models.append(
                     DraftModelPlan(
                         name,
-                        self.cost(model, device, "prefill"),
+                        prefill,
                         self.cost(model, device, "draft_decode"),
                         self.acceptance(name),
+                        prefill.static_mem_mb(),
                     )
                 )
         links: dict[str, Link] = {}
