@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
-from policies import admission, arbitration, batching, hybrid, k_control, routing
+from policies import (
+    admission,
+    arbitration,
+    batching,
+    draft_selection,
+    hybrid,
+    k_control,
+    routing,
+)
 
-__all__ = ["admission", "arbitration", "batching", "hybrid", "k_control", "routing"]
+__all__ = [
+    "admission",
+    "arbitration",
+    "batching",
+    "draft_selection",
+    "hybrid",
+    "k_control",
+    "routing",
+]

@@ -34,3 +34,7 @@ ARBITRATION: PolicyRegistry[Any] = new_family(
     "arbitration",
     "Chooses which lane's work forms a target replica's next iteration (prefill first, chunked).",
 )
+DRAFT_SELECTION: PolicyRegistry[Any] = new_family(
+    "draft_selection",
+    "Chooses, per request, which of its draft device's drafter models drafts for it.",
+)

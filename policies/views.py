@@ -252,6 +252,54 @@ class ModeQuery:
     fused_tokens: float = math.nan
 
 
+class DraftCandidate(NamedTuple):
+    """One drafter model a draft device could run for a request, with its predictions.
+
+    Attributes:
+        name: The model's scenario name (``speculation.drafter_models[].name``).
+        acceptance: Predicted mean accepted fraction of a ``k``-token draft,
+            E[A] / k, from the model's acceptance curve at the request's
+            prompt context (for an iid curve: what its per-token α gives).
+        expected_tokens: Predicted tokens one verify round commits, E[A + 1],
+            from the same curve at ``k`` and the prompt context (for an iid
+            curve with per-token acceptance α: (1 − α^(k+1)) / (1 − α)).
+        draft_step_s: One batch-1 draft iteration of the model on the
+            request's device at the prompt context (its ``draft_decode`` LUT).
+        weights_mb: Memory the model holds on the device besides KV, from
+            its prefill LUT (peak memory less KV at the smallest grid point).
+    """
+
+    name: str
+    acceptance: float
+    expected_tokens: float
+    draft_step_s: float
+    weights_mb: float
+
+
+class DraftModelQuery(NamedTuple):
+    """Input of the per-request drafter-model choice.
+
+    Attributes:
+        request_id: The request.
+        origin: Its client device class.
+        prompt_tokens: Its prompt length (the context of every prediction).
+        k: The draft length of its first round (``speculation.k``).
+        verify_step_s: One batch-1 verify iteration of ``k`` draft tokens on
+            its target replica at the prompt context (the verifier's LUT).
+        candidates: The models its device may run for it, in the order of
+            ``hardware_profiles[].model``: those whose LUTs cover the
+            request's longest context and whose KV for it fits the device's
+            KV budget.
+    """
+
+    request_id: int
+    origin: str
+    prompt_tokens: int
+    k: int
+    verify_step_s: float
+    candidates: tuple[DraftCandidate, ...]
+
+
 class RoundOutcome(NamedTuple):
     """A verified round, reported to the k controller that chose its k.
 

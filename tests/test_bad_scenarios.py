@@ -455,7 +455,7 @@ CASES: dict[str, Case] = {
         "scenario.yaml",
         "scheduler.draft.microbatch",
         "unknown key",
-        "keys batching, params, policy",
+        "keys batching, model_selection, params, policy",
     ),
     "trace prompt shorter than the target LUT's grid": Case(
         _lut_reach(_short_prompt_trace, _set("workload", TRACE_WORKLOAD)),

@@ -37,6 +37,8 @@ import simpy
 from policies import registry
 from policies.views import (
     AdmissionQuery,
+    DraftCandidate,
+    DraftModelQuery,
     KSignals,
     ModeQuery,
     ReplicaLoad,
@@ -220,6 +222,12 @@ class Engine:
         )
         self._predicts_latency = bool(getattr(self.hybrid, "predicts_latency", False))
         """Whether the hybrid policy reads the predicted per-round times (computed only then)."""
+        self.draft_selector = (
+            _instantiate(settings.draft_selection, streams=streams)
+            if settings.draft_selection is not None
+            else None
+        )
+        """Chooses each distributed request's drafter model (``None``: one model per class)."""
         self.replicas = [
             TargetReplica(self.context, index, plan) for index, plan in enumerate(runtime.replicas)
         ]
@@ -279,11 +287,71 @@ class Engine:
         if link is not None:
             req.uplink, req.downlink = self.network.channels(link, req.device)
         if req.mode == "distributed":
-            req.drafter = self._device(req.origin, req.device)
-        if req.mode == "distributed":
-            req.acceptance = self.runtime.clients[req.origin].acceptance
+            drafter = req.drafter = self._device(req.origin, req.device)
+            pool = self.runtime.clients[req.origin]
+            if self.draft_selector is not None and len(pool.models) > 1:
+                req.draft_slot = self._choose_drafter(req, replica, drafter)
+            model = pool.models[req.draft_slot]
+            req.draft_model = model.name
+            req.acceptance = model.acceptance
         elif req.mode == "fused":
             req.acceptance = replica.fused_acceptance
+
+    def _choose_drafter(
+        self, req: RequestState, replica: TargetReplica, drafter: DraftDevice
+    ) -> int:
+        """Ask the draft-selection policy for the request's drafter model; return its index.
+
+        Candidates are the models whose LUTs cover the request's longest
+        context and whose KV for it fits the device's budget (none: the first
+        model, which the admission checks then reject). Predictions are at the
+        context of its first round (prompt + the first token) with ``k`` the
+        first round's draft length.
+        """
+        pool = self.runtime.clients[req.origin]
+        context = req.prompt_tokens + 1
+        needed = req.prompt_tokens + req.output_tokens + self._k_max
+        k = self._k_default
+        slots: list[int] = []
+        candidates: list[DraftCandidate] = []
+        for slot, model in enumerate(pool.models):
+            if needed > drafter.context_window(req, slot) or not drafter.can_ever_fit(req, slot):
+                continue
+            curve = model.acceptance
+            assert curve is not None
+            expected = curve.expected_accepted(k, context, self._temperature)
+            slots.append(slot)
+            candidates.append(
+                DraftCandidate(
+                    model.name,
+                    expected / k,
+                    expected + 1.0,
+                    model.draft.at(context, 1, 1)[0],
+                    model.weights_mb,
+                )
+            )
+        if len(candidates) <= 1:
+            return slots[0] if slots else 0
+        verify = replica.costs.step[VERIFY]
+        assert verify is not None
+        query = DraftModelQuery(
+            req.request_id,
+            req.origin,
+            req.prompt_tokens,
+            k,
+            verify.at(context, 1, k)[0],
+            tuple(candidates),
+        )
+        selector = self.draft_selector
+        assert selector is not None
+        chosen = slots[int(selector.choose(query))]
+        self.tracer.event(
+            self.env.now,
+            "draft_model",
+            f"request {req.request_id}",
+            pool.models[chosen].name,
+        )
+        return chosen
 
     @staticmethod
     def _upload(req: RequestState, nbytes: float, sent_s: float) -> float:
@@ -564,7 +632,7 @@ class Engine:
         needed = req.prompt_tokens + req.output_tokens + reserve
         window = replica.costs.context_window(kind)
         if req.drafter is not None:
-            window = min(window, req.drafter.context_window)
+            window = min(window, req.drafter.context_window(req))
         return needed > window
 
     def _candidate_replicas(self, req: RequestState) -> list[TargetReplica]:

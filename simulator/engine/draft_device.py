@@ -27,6 +27,14 @@ with the :data:`~simulator.engine.clock.DECISION` priority, after every
 delivery of the instant, so requests whose results arrive together share a
 burst.
 
+A device whose class lists several drafter models runs, for each request,
+the model chosen for it on admission (``scheduler.draft.model_selection``):
+that model's LUTs price the request's prefill and draft steps and its KV per
+token sizes the request's reservation. One draft iteration runs one model, so
+a burst holds requests of one model only: the requests the draft policy takes
+that draft with the model of the first one it takes form the burst, and the
+others stay queued for the next burst (right after this one).
+
 Thermal throttling follows :mod:`simulator.engine.heat`. Availability
 windows delay work until the device is available.
 """
@@ -37,6 +45,7 @@ import simpy
 
 from policies.views import QueuedItem
 from simulator.engine.clock import DECISION, call_at
+from simulator.engine.costs import ContextCurve, PhaseCost
 from simulator.engine.heat import Heat
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.request_state import RequestState, next_token_due_s
@@ -45,28 +54,40 @@ from simulator.engine.runtime import ClientPool
 INF = float("inf")
 
 
+class _DeviceModel:
+    """One drafter model as a device runs it: its costs, KV per token and window."""
+
+    __slots__ = ("alone", "context_window", "draft", "kv_per_token_mb", "name", "prefill")
+
+    def __init__(self, name: str, prefill: PhaseCost, draft: PhaseCost, kv_limited: bool) -> None:
+        self.name = name
+        self.prefill = prefill
+        self.draft = draft
+        self.alone: ContextCurve = draft.curve(1)
+        self.kv_per_token_mb = prefill.kv_mb_per_token() if kv_limited else 0.0
+        self.context_window = min(prefill.context_window, draft.context_window)
+
+
 class DraftDevice:
     """One client device (see the module docstring)."""
 
     def __init__(self, context: ServerContext, pool: ClientPool, index: int) -> None:
-        assert pool.prefill is not None and pool.draft is not None
+        assert pool.models
         self.context = context
         self.lifecycle = context.lifecycle
         self.env: simpy.Environment = context.env
         self.pool = pool.id
         self.index = index
-        self.prefill_cost = prefill = pool.prefill
-        self.draft_cost = draft = pool.draft
+        limited = pool.kv_limit_mb is not None
+        self.models = tuple(_DeviceModel(m.name, m.prefill, m.draft, limited) for m in pool.models)
+        self._several = len(self.models) > 1
         self.max_concurrent = pool.max_concurrent
         self.heat = Heat(pool.thermal)
         self.kv_limit_mb = pool.kv_limit_mb
         self.kv_used_mb = 0.0
-        self._kv_per_token_mb = prefill.kv_mb_per_token() if pool.kv_limit_mb is not None else 0.0
         self._k_reserve = context.k_max
         self.availability = availability = pool.availability
-        self.context_window = min(prefill.context_window, draft.context_window)
         self._always_available = availability.kind == "always" or not availability.windows
-        self._alone = draft.curve(1)
         self._lane = context.lanes["draft"]
         self.active: list[RequestState] = []
         self.waiting: list[RequestState] = []
@@ -80,13 +101,22 @@ class DraftDevice:
         self._wakes: set[float] = set()
 
     # -- request life on the device -----------------------------------------
-    def kv_need_mb(self, req: RequestState) -> float:
-        """KV the request reserves on this device while active (0 without a KV budget)."""
-        return (req.prompt_tokens + req.output_tokens + self._k_reserve) * self._kv_per_token_mb
+    def kv_need_mb(self, req: RequestState, slot: int = -1) -> float:
+        """KV the request reserves on this device while active (0 without a KV budget).
 
-    def can_ever_fit(self, req: RequestState) -> bool:
-        """Whether the request's KV fits the device's budget at all."""
-        return self.kv_limit_mb is None or self.kv_need_mb(req) <= self.kv_limit_mb + 1e-9
+        ``slot`` is the index of the drafter model to size it for (default:
+        the request's own).
+        """
+        model = self.models[req.draft_slot if slot < 0 else slot]
+        return (req.prompt_tokens + req.output_tokens + self._k_reserve) * model.kv_per_token_mb
+
+    def can_ever_fit(self, req: RequestState, slot: int = -1) -> bool:
+        """Whether the request's KV (with model ``slot``, default its own) fits the budget at all."""
+        return self.kv_limit_mb is None or self.kv_need_mb(req, slot) <= self.kv_limit_mb + 1e-9
+
+    def context_window(self, req: RequestState, slot: int = -1) -> float:
+        """Longest context the LUTs of the request's drafter model (or model ``slot``) cover."""
+        return self.models[req.draft_slot if slot < 0 else slot].context_window
 
     def _has_room(self, req: RequestState) -> bool:
         if len(self.active) >= self.max_concurrent:
@@ -195,6 +225,10 @@ class DraftDevice:
         if not choice.take:
             return [], choice.wake_at_s
         chosen = [jobs[i] for i in choice.take[: self.max_concurrent]]
+        if self._several:
+            # One iteration runs one model: the first taken request's.
+            slot = chosen[0].draft_slot
+            chosen = [r for r in chosen if r.draft_slot == slot]
         if len(chosen) == len(jobs):
             self.draft_jobs = []
         else:
@@ -205,7 +239,7 @@ class DraftDevice:
     def _start_prefill(self, req: RequestState, now: float) -> None:
         heat = self.heat
         factor = heat.fixed_factor if heat.constant else heat.factor(now)
-        latency_s, energy_j = self.prefill_cost.at(req.prompt_tokens, 1, 1)
+        latency_s, energy_j = self.models[req.draft_slot].prefill.at(req.prompt_tokens, 1, 1)
         latency_s /= factor
         energy_j /= factor
         self._book(now, latency_s, energy_j)
@@ -221,10 +255,11 @@ class DraftDevice:
         """Draft ``k`` tokens for each request, iteration by iteration, from ``start``."""
         heat = self.heat
         factor = heat.fixed_factor if heat.constant else heat.factor(start)
-        curve_at = self.draft_cost.at
+        model = self.models[batch[0].draft_slot]
+        curve_at = model.draft.at
         if len(batch) == 1:
             req = batch[0]
-            offset, total_energy = self._alone.sum_steps(req.context, req.k)
+            offset, total_energy = model.alone.sum_steps(req.context, req.k)
             if factor != 1.0:
                 offset /= factor
                 total_energy /= factor
@@ -255,7 +290,7 @@ class DraftDevice:
                 start,
                 "draft_burst",
                 f"device {self.pool}/{self.index}",
-                f"n={len(batch)} k={steps}",
+                f"n={len(batch)} k={steps}" + (f" model={model.name}" if self._several else ""),
             )
         for done_after_s, req in done:
             self.lifecycle.send_bundle(req, start + done_after_s)

@@ -18,11 +18,12 @@ OUTCOMES = ("completed", "rejected", "unfinished")
 class Drafter(Protocol):
     """The client device drafting for a distributed request, as the lifecycle drives it."""
 
-    context_window: float
-    """Longest context its draft model's LUTs cover."""
+    def context_window(self, req: RequestState, slot: int = -1) -> float:
+        """Longest context the LUTs of the request's drafter model (or model ``slot``) cover."""
+        ...
 
-    def can_ever_fit(self, req: RequestState) -> bool:
-        """Whether the request's KV fits the device's budget at all."""
+    def can_ever_fit(self, req: RequestState, slot: int = -1) -> bool:
+        """Whether the request's KV (with model ``slot``, default its own) fits the budget at all."""
         ...
 
     def admit(self, req: RequestState) -> None:
@@ -65,6 +66,8 @@ class RequestState:
         "device",
         "downlink",
         "draft_energy_j",
+        "draft_model",
+        "draft_slot",
         "drafted",
         "drafter",
         "finish_s",
@@ -156,6 +159,10 @@ class RequestState:
         self.reason = ""
         self.acceptance: AcceptanceModel | None = None
         self.drafter: Drafter | None = None
+        self.draft_slot = 0
+        """Index of its drafter model among its draft class's models."""
+        self.draft_model = ""
+        """Name of the drafter model drafting for it ("" when it does not draft)."""
         self.uplink: Channel | None = None
         self.downlink: Channel | None = None
 
@@ -212,6 +219,7 @@ class RequestRecord:
     target_energy_j: float
     kv_peak_mb: float
     preemptions: int
+    draft_model: str
 
 
 def to_record(state: RequestState) -> RequestRecord:
@@ -248,4 +256,5 @@ def to_record(state: RequestState) -> RequestRecord:
         target_energy_j=state.target_energy_j,
         kv_peak_mb=state.kv_peak_mb,
         preemptions=state.preemptions,
+        draft_model=state.draft_model,
     )

@@ -61,32 +61,64 @@ class ReplicaPlan:
 
 
 @dataclass(frozen=True)
+class DraftModelPlan:
+    """One drafter model a client device class may run, resolved.
+
+    Attributes:
+        name: The model's scenario name.
+        prefill: Its prefill cost on the device.
+        draft: Its draft-decode cost on the device.
+        acceptance: Its acceptance curve.
+        weights_mb: Its memory on the device besides KV (its prefill LUT's
+            peak memory less KV at the smallest grid point).
+    """
+
+    name: str
+    prefill: PhaseCost
+    draft: PhaseCost
+    acceptance: AcceptanceModel | None
+    weights_mb: float
+
+
+@dataclass(frozen=True)
 class ClientPool:
     """One class of client devices, resolved.
 
     Attributes:
         id: The class id.
         count: Devices in the class.
-        prefill: Draft-model prefill cost on the device (``None``: it drafts nothing).
-        draft: Draft-model decode cost on the device.
+        models: The drafter models a device may run, in the listed order
+            (empty: it drafts nothing); each request drafts with one of them.
         max_concurrent: Requests one device serves at once.
         thermal: Sustained-load slowdown of one device.
         availability: When a device can work.
         kv_limit_mb: KV budget of one device (``None``: unlimited).
-        acceptance: Acceptance curve of its draft model.
         links: Its link to each target pool it reaches, by pool id.
     """
 
     id: str
     count: int
-    prefill: PhaseCost | None
-    draft: PhaseCost | None
+    models: tuple[DraftModelPlan, ...]
     max_concurrent: int
     thermal: ThermalSpec | None
     availability: Availability
     kv_limit_mb: float | None
-    acceptance: AcceptanceModel | None
     links: Mapping[str, Link]
+
+    @property
+    def prefill(self) -> PhaseCost | None:
+        """Prefill cost of its first (default) drafter model (``None``: it drafts nothing)."""
+        return self.models[0].prefill if self.models else None
+
+    @property
+    def draft(self) -> PhaseCost | None:
+        """Draft-decode cost of its first (default) drafter model."""
+        return self.models[0].draft if self.models else None
+
+    @property
+    def acceptance(self) -> AcceptanceModel | None:
+        """Acceptance curve of its first (default) drafter model."""
+        return self.models[0].acceptance if self.models else None
 
 
 @dataclass(frozen=True)
@@ -134,6 +166,8 @@ class RunSettings:
         until_s: Stop time (``None``: until every request has ended).
         timeseries_interval_s: Sampling period of the time series.
         closed_loop: Closed-loop users (``None``: replay arrival times).
+        draft_selection: The per-request drafter-model policy (``None``
+            when no client class has more than one drafter model).
     """
 
     mode: str
@@ -150,6 +184,7 @@ class RunSettings:
     until_s: float | None
     timeseries_interval_s: float
     closed_loop: ClosedLoop | None
+    draft_selection: PolicyChoice | None = None
 
 
 @dataclass(frozen=True)
@@ -236,8 +271,20 @@ class _Resolver:
 
     def client(self, device: DeviceClass) -> ClientPool:
         scenario = self.scenario
-        model = scenario.speculation.models.get(device.model or "")
-        drafts = model is not None and self.mode in ("distributed", "hybrid")
+        models: list[DraftModelPlan] = []
+        if self.mode in ("distributed", "hybrid"):
+            for name in device.draft_models:
+                model = scenario.speculation.models[name]
+                prefill = self.cost(model, device, "prefill")
+                models.append(
+                    DraftModelPlan(
+                        name,
+                        prefill,
+                        self.cost(model, device, "draft_decode"),
+                        self.acceptance(name),
+                        prefill.static_mem_mb(),
+                    )
+                )
         links: dict[str, Link] = {}
         for target in scenario.targets():
             link = scenario.network.link_between(device.id, target.id)
@@ -247,13 +294,11 @@ class _Resolver:
         return ClientPool(
             id=device.id,
             count=device.count,
-            prefill=self.cost(model, device, "prefill") if drafts and model else None,
-            draft=self.cost(model, device, "draft_decode") if drafts and model else None,
+            models=tuple(models),
             max_concurrent=compute.max_concurrent_requests or 1,
             thermal=compute.thermal,
             availability=device.availability,
             kv_limit_mb=device.profile.memory.kv_cache_limit_mb,
-            acceptance=self.acceptance(device.model) if drafts else None,
             links=links,
         )
 
@@ -262,7 +307,7 @@ class _Resolver:
             costs = [*plan.costs.prefill.values(), *plan.costs.step.values()]
             gpus = plan.gpus * device.count
         else:
-            costs = [plan.prefill, plan.draft]
+            costs = [cost for m in plan.models for cost in (m.prefill, m.draft)]
             gpus = 0
         keys = tuple(dict.fromkeys(cost.key for cost in costs if cost is not None))
         return ClassInfo(
@@ -334,5 +379,8 @@ def build_runtime(scenario: Scenario) -> Runtime:
         until_s=scenario.simulation.until_s,
         timeseries_interval_s=scenario.metrics.timeseries_interval_s,
         closed_loop=scenario.workload.closed_loop,
+        draft_selection=scenario.scheduler.draft_selection
+        if any(len(pool.models) > 1 for pool in clients.values())
+        else None,
     )
     return Runtime(settings, tuple(replicas), clients, tuple(classes), scenario.luts)

@@ -257,6 +257,14 @@ def summarise(
             "accepted_tokens": accepted,
             "acceptance_rate": accepted / drafted if drafted else None,
             "mean_tokens_per_verify": committed_by_rounds / rounds if rounds else None,
+            "requests_by_draft_model": {
+                str(name): int(count)
+                for name, count in sorted(
+                    measured.loc[measured["draft_model"] != "", "draft_model"]
+                    .value_counts()
+                    .items()
+                )
+            },
         },
         "fairness": {
             "jain_index": jain_index(speeds),

@@ -422,9 +422,11 @@ class _Builder:
                 continue
             model: str | None = None
             fused: str | None = None
+            drafters: tuple[str, ...] = ()
             if entry["type"] == "draft":
                 if "drafter" in needed:
-                    model = self.pick_model(f"{key}.model", entry["model"], "drafter", models)
+                    drafters = self.pick_drafters(f"{key}.model", entry["model"], models)
+                    model = drafters[0] if drafters else None
                 elif entry["model"] is not None:
                     self.issue(
                         f"{key}.model",
@@ -433,6 +435,16 @@ class _Builder:
                         "model on a client class that does not draft",
                     )
                 tp = pp = 1
+            elif isinstance(entry["model"], list):
+                self.issue(
+                    f"{key}.model",
+                    entry["model"],
+                    "one model name: a target pool serves one verifier (or fused) model "
+                    "(lists are for draft classes)",
+                    "list of models on a target class",
+                )
+                tp = profile.compute.tensor_parallel
+                pp = profile.compute.pipeline_parallel
             else:
                 if "verifier" in needed:
                     model = self.pick_model(f"{key}.model", entry["model"], "verifier", models)
@@ -460,6 +472,7 @@ class _Builder:
                     pipeline_parallel=int(pp),
                     usd_per_hour=None if price is None else float(price),
                     availability=availability,
+                    draft_models=drafters,
                 )
             )
         self.replica_total()
@@ -525,6 +538,23 @@ class _Builder:
             )
         return chosen
 
+    def pick_drafters(
+        self, key: str, value: str | list[str] | None, models: Mapping[str, ModelSpec]
+    ) -> tuple[str, ...]:
+        """The drafter models of a draft class: one name (or the only drafter), or a list."""
+        if not isinstance(value, list):
+            name = self.pick_model(key, value, "drafter", models)
+            return () if name is None else (name,)
+        picked: list[str] = []
+        for index, name in enumerate(value):
+            if name in picked:
+                self.issue(f"{key}[{index}]", name, "each drafter model once", "model listed twice")
+                continue
+            chosen = self.pick_model(f"{key}[{index}]", name, "drafter", models)
+            if chosen is not None:
+                picked.append(chosen)
+        return tuple(picked) if len(picked) == len(value) else ()
+
     def pick_model(
         self, key: str, name: str | None, kind: str, models: Mapping[str, ModelSpec]
     ) -> str | None:
@@ -560,10 +590,12 @@ class _Builder:
             for index, raw in enumerate(self.doc["speculation"][list_key]):
                 model_keys.setdefault(raw["name"], f"speculation.{list_key}[{index}]")
         for device in classes:
-            uses = [
-                (device.model, "drafter" if device.type == "draft" else "verifier"),
-                (device.fused_model, "fused"),
-            ]
+            uses: list[tuple[str | None, str]] = (
+                [(name, "drafter") for name in device.draft_models]
+                if device.type == "draft"
+                else [(device.model, "verifier")]
+            )
+            uses.append((device.fused_model, "fused"))
             for name, kind in uses:
                 if name is None or kind not in needed or name not in models:
                     continue
@@ -721,6 +753,24 @@ class _Builder:
             ),
         )
 
+    def draft_selection(self) -> PolicyChoice:
+        """``scheduler.draft.model_selection``: refused unless a draft class lists several models."""
+        raw = self.doc["scheduler"]["draft"]["model_selection"]
+        mode = self.doc["speculation"]["mode"]
+        if "drafter" in PHASES_BY_MODE[mode] and not any(
+            e["type"] == "draft" and isinstance(e["model"], list) and len(e["model"]) > 1
+            for e in self.doc["hardware_profiles"]
+        ):
+            self.refuse_non_defaults(
+                "scheduler.draft",
+                ("model_selection",),
+                "every draft class runs one drafter model (list several under "
+                "hardware_profiles[].model for a policy to choose among)",
+            )
+        return self.policy(
+            "draft_selection", raw["policy"], raw["params"], "scheduler.draft.model_selection"
+        )
+
     def scheduler(self) -> SchedulerSpec:
         sched = self.doc["scheduler"]
         if sched["arbitration"]["policy"] == "chunked_prefill":
@@ -773,6 +823,7 @@ class _Builder:
                 sched["arbitration"]["params"],
                 "scheduler.arbitration",
             ),
+            draft_selection=self.draft_selection(),
         )
 
     def planner(self) -> PlannerSpec:

@@ -83,14 +83,17 @@ class DeviceClass:
         profile_path: Where the profile was loaded from.
         count: Number of devices / replicas.
         model: Name of the model it runs: the drafter of a draft class (``None``
-            when the mode drafts nowhere), the verifier of a target class
-            (``None`` in fused mode).
+            when the mode drafts nowhere; the first of ``draft_models``), the
+            verifier of a target class (``None`` in fused mode).
         fused_model: Target classes in fused/hybrid mode: the fused model.
         tensor_parallel: TP degree of a replica (1 for draft devices).
         pipeline_parallel: PP degree of a replica (1 for draft devices).
         usd_per_hour: Price per device/replica-hour, if known.
         availability: When the devices or replicas can work: the scenario's
             ``availability`` for the class, else the profile's.
+        draft_models: A draft class that drafts: every drafter model it may
+            run, in the listed order (one, or the ``hardware_profiles[].model``
+            list); empty otherwise.
     """
 
     id: str
@@ -104,6 +107,7 @@ class DeviceClass:
     pipeline_parallel: int
     usd_per_hour: float | None
     availability: Availability
+    draft_models: tuple[str, ...] = ()
 
     @property
     def hardware(self) -> str:
@@ -233,7 +237,11 @@ class LaneSpec:
 
 @dataclass(frozen=True)
 class SchedulerSpec:
-    """Batching, routing, admission and KV behaviour."""
+    """Batching, routing, admission and KV behaviour.
+
+    ``draft_selection`` is ``scheduler.draft.model_selection``: the policy
+    choosing each request's drafter model among its draft class's models.
+    """
 
     prefill: LaneSpec
     draft: LaneSpec
@@ -243,6 +251,7 @@ class SchedulerSpec:
     kv_on_full: KvOnFull
     max_running_requests: int
     arbitration: PolicyChoice
+    draft_selection: PolicyChoice
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ such lookups from the loaded scenario and its request table, the same
 * draft devices (``prefill`` and ``draft_decode`` of the drafter): the prompt
   on its own, then contexts from prompt + 1, batches of 1 to the smaller of
   ``scheduler.draft.batching.max_batch`` and the profile's
-  ``max_concurrent_requests``; k = 1.
+  ``max_concurrent_requests``; k = 1. A class listing several drafter
+  models is checked for each of them (a request may draft with any model
+  whose window covers it).
 
 Batch sizes are also capped by the number of requests that can reach the
 class. Requests longer than a model's context window are rejected on arrival
@@ -172,8 +174,11 @@ class _Reach:
                 window = np.full(len(self.table), self.window(target, model, ("prefill", step)))
                 if kind == "verify":
                     for client in self.scenario.clients():
-                        drafter = spec.models[client.model or ""]
-                        own = self.window(client, drafter, ("prefill", PLAIN_DECODE))
+                        # A request drafts with a model of its class whose window covers it.
+                        own = max(
+                            self.window(client, spec.models[name], ("prefill", PLAIN_DECODE))
+                            for name in client.draft_models
+                        )
                         mine = self.origin == client.id
                         window[mine] = np.minimum(window[mine], own)
                 reserve = 0 if kind == "decode" else spec.k_max
@@ -219,8 +224,9 @@ class _Reach:
             return []
         limit = self.scenario.scheduler.draft.limits.max_batch
         found: list[_Lookups] = []
-        for client in self.scenario.clients():
-            model = spec.models[client.model or ""]
+        for client, name in ((c, n) for c in self.scenario.clients() for n in c.draft_models):
+            # Every model a request of the class may draft with (any that covers it).
+            model = spec.models[name]
             window = self.window(client, model, ("prefill", PLAIN_DECODE))
             served = (self.origin == client.id) & (self.prompt + self.output + spec.k_max <= window)
             count = int(served.sum())

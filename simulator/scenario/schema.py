@@ -32,6 +32,7 @@ DEFAULT_POLICY: Mapping[str, str] = {
     "k_control": "static",
     "hybrid_mode": "rtt_threshold",
     "arbitration": "prefill_first",
+    "draft_selection": "first",
 }
 """The policy each family uses when a scenario names none."""
 
