@@ -288,7 +288,8 @@ def test_bandit_drafts_longer_as_acceptance_rises(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "controller", ["backpressure", "batch_threshold", "acceptance_feedback", "pid", "bandit"]
+    "controller",
+    ["backpressure", "batch_threshold", "acceptance_feedback", "pid", "bandit", "goodput"],
 )
 def test_adaptive_runs_are_reproducible(tmp_path, controller):
     first = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="a.yaml")
