@@ -26,7 +26,11 @@ from policies.k_control import (
 )
 from policies.views import KSignals, RoundOutcome
 from simulator import load_scenario, run
+from simulator.engine.core import Engine
+from simulator.engine.runtime import build_runtime
 from simulator.errors import InputError
+from simulator.rng import RandomStreams
+from simulator.runner import build_requests
 from tests.engine_fixtures import synthetic, write_scenario
 
 
@@ -184,6 +188,7 @@ def test_static_reads_no_windowed_signals():
     assert StaticK.signal_window == 0
     assert not getattr(StaticK, "predicts_iteration", False)
     assert Goodput.predicts_iteration
+    assert Goodput(4, GoodputParams(window=16)).signal_window == 16
     assert AcceptanceFeedback(4, AcceptanceFeedbackParams(window=16)).signal_window == 16
 
 
@@ -517,3 +522,62 @@ def test_k_zero_steps_are_priced_as_plain_decode_steps(tmp_path):
     # 40 rounds of a 20 ms decode step (k = 0: nothing drafted on the device) versus
     # a 4 ms draft plus a 24 ms verify (k = 1, nothing accepted).
     assert floor["e2e_ms"] - whole["e2e_ms"] == pytest.approx(40 * 8.0)
+
+
+@pytest.mark.parametrize(("controller", "built"), [("bandit", False), ("goodput", True)])
+def test_the_engine_builds_predictors_only_for_controllers_that_read_them(
+    tmp_path, controller, built
+):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(20, 5.0, 100, 30),
+        extra={"speculation.adaptive_k": {"enabled": True, "controller": controller}},
+    )
+    scenario = load_scenario(path)
+    engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(1))
+    engine.run()
+    assert bool(engine._predictors) is built
+
+
+class _Recorder:
+    """A k controller that drafts 0 every other round and records what it is told."""
+
+    signal_window = 1
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def next_k(self, signals: KSignals) -> int:
+        self.seen.append(signals.k_current)
+        return 0 if len(self.seen) % 2 else 2
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        assert outcome.accepted <= outcome.k
+        if outcome.k == 0:
+            assert (outcome.accepted, outcome.gained) == (0, 1)
+
+
+def test_k_zero_rounds_gain_one_token_and_report_k_current(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(1, 1.0, 100, 12),
+        alpha=0.9,
+        extra={
+            "speculation.adaptive_k": {"enabled": True, "controller": "backpressure", "k_min": 0}
+        },
+    )
+    scenario = load_scenario(path)
+    engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(1))
+    recorder = _Recorder()
+    engine.k_controller = recorder
+    record = engine.run().records[0]
+    assert recorder.seen[0] == 4  # speculation.k before the first round
+    assert recorder.seen[1:3] == [0, 2]  # then the k of the previous round, 0 included
+    assert record.generated_tokens == 12
+    # Odd rounds draft nothing, even ones at most 2; each round gains its accepted tokens
+    # plus one (the prefill made the first token).
+    assert record.drafted_tokens <= 2 * (record.verify_rounds // 2)
+    assert record.accepted_tokens <= record.drafted_tokens
+    assert 1 + record.verify_rounds + record.accepted_tokens == 12

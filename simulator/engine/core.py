@@ -295,7 +295,7 @@ class Engine:
         generated = req.generated
         signals = KSignals(
             self.env.now,
-            req.k or self._k_default,
+            req.k if req.rounds else self._k_default,
             self._k_min,
             self._k_max,
             req.accepted / req.drafted if req.drafted else math.nan,
