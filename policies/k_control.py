@@ -27,6 +27,8 @@ class KController(Protocol):
             :class:`~policies.views.KSignals` cover (``decode_p95_ms``,
             ``window_acceptance``). 0: the controller reads none of the
             fields after ``context_len``, and the engine keeps no history.
+            A class or instance attribute; a controller without one is
+            taken as 0 (a plug-in may leave it out).
     """
 
     signal_window: int
@@ -153,8 +155,8 @@ class BatchThresholdParams:
 class BatchThreshold(NoFeedback):
     """Full speculation below a running-batch size, minimal above it (vLLM's dynamic rule).
 
-    vLLM turns speculation off (k = 0) past the threshold; this version always
-    drafts at least one token per round, so the smallest it can do is ``k_min``.
+    vLLM turns speculation off (k = 0) past the threshold; this version drafts
+    ``k_min``, which does the same with ``k_min: 0`` (mode distributed).
     """
 
     name: ClassVar[str] = "batch_threshold"
@@ -433,3 +435,91 @@ class Bandit(NoFeedback):
         arms.counts[k] = arms.counts.get(k, 0) + 1
         arms.sums[k] = arms.sums.get(k, 0.0) + reward
         arms.plays += 1
+
+
+@dataclass(frozen=True)
+class GoodputParams:
+    """Parameters of :class:`Goodput`.
+
+    Attributes:
+        prior_acceptance: Per-token acceptance assumed before the request and
+            its replica have verified any round (and while the replica's
+            window holds only k = 0 rounds).
+        window: Verified rounds of the replica whose acceptance stands in for
+            a request that has none of its own yet (``window_acceptance``).
+    """
+
+    prior_acceptance: float = 0.56
+    """Spec-Bench's SpS on Vicuna-7B (``acceptance/sps_vicuna-7b.yaml``, 0.5614), rounded."""
+    window: int = 32
+    """The window of ``acceptance_feedback`` and ``pid``."""
+
+
+def expected_tokens(k: int, alpha: float) -> float:
+    """Expected tokens a round of ``k`` drafts commits at per-token acceptance ``alpha``.
+
+    ``(1 - alpha^(k+1)) / (1 - alpha)`` (Leviathan et al. 2023, eq. 1): the
+    accepted prefix plus the target's own token; ``k + 1`` at ``alpha = 1``.
+    """
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+@K_CONTROL.register
+class Goodput(NoFeedback):
+    """SmartSpec's rule: the k maximising expected committed tokens per predicted iteration time.
+
+    For the request's acceptance estimate α and the replica's running batch B,
+    returns the k in ``[k_min, k_max]`` maximising
+    ``B * expected_tokens(k, α) / T(B, k, context)``, with T the replica's
+    LUT-predicted iteration time (``KSignals.predictor``); ties go to the
+    smaller k. With ``k_min: 0`` (mode distributed) it turns speculation off
+    when drafting does not pay for its verify cost. See the README.
+
+    Reference: X. Liu et al., "Optimizing Speculative Decoding for Serving
+    Large Language Models Using Goodput", 2024 (SmartSpec).
+    """
+
+    name: ClassVar[str] = "goodput"
+    Params: ClassVar[type[GoodputParams]] = GoodputParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "prior_acceptance": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.56},
+            "window": {"type": "integer", "minimum": 1, "default": 32},
+        },
+    }
+    predicts_iteration: ClassVar[bool] = True
+
+    def __init__(self, k: int, params: GoodputParams | None = None) -> None:
+        _positive_k(k)
+        self.params = params if params is not None else GoodputParams()
+        self.signal_window = self.params.window
+
+    def acceptance(self, signals: KSignals) -> float:
+        """The request's acceptance estimate: its own EWMA, else the replica's window, else the prior."""
+        alpha = signals.request_acceptance
+        if alpha != alpha:
+            alpha = signals.window_acceptance
+            if alpha != alpha:
+                alpha = self.params.prior_acceptance
+        return alpha
+
+    def next_k(self, signals: KSignals) -> int:
+        """Return the goodput-maximising k (the smallest of equals)."""
+        predictor = signals.predictor
+        assert predictor is not None  # the engine fills it: predicts_iteration is set
+        alpha = self.acceptance(signals)
+        batch = max(1, signals.running_batch)
+        context = signals.context_len
+        best_k, best = signals.k_min, -math.inf
+        for k in range(signals.k_min, signals.k_max + 1):
+            step_s = predictor.step_s(batch, k, context)
+            if not step_s > 0.0:
+                continue
+            goodput = batch * expected_tokens(k, alpha) / step_s
+            if goodput > best:
+                best_k, best = k, goodput
+        return best_k

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 
 class QueuedItem(NamedTuple):
@@ -103,13 +103,27 @@ class RoutingQuery:
     prompt_tokens: int
 
 
+class StepPredictor(Protocol):
+    """Predicted duration of a decode-lane iteration on one replica, from its LUT."""
+
+    def step_s(self, batch: int, k: int, context_len: float) -> float:
+        """Latency of one iteration of ``batch`` requests of mean context ``context_len``.
+
+        ``k`` is the draft length every request of the batch verifies (its
+        replica's verify or fused LUT phase); ``k = 0`` is a plain decode step
+        (``inf`` where the replica cannot run one). Thermal throttling is not
+        included.
+        """
+        ...
+
+
 class KSignals(NamedTuple):
     """What a draft-length controller may look at.
 
     Attributes:
         now_s: Simulated time.
         k_current: The k of the previous round of this request.
-        k_min: Smallest allowed k.
+        k_min: Smallest allowed k (0: a round without speculation, mode distributed only).
         k_max: Largest allowed k.
         acceptance_rate: Recent accepted / drafted tokens (``nan`` before any round).
         verify_queue_len: Requests waiting in the request's decode lane on its replica
@@ -129,6 +143,10 @@ class KSignals(NamedTuple):
         queue_delay_ms: Mean time the replica's last ``signal_window``
             speculative steps' requests (verify or fused) waited in its queue
             before their step started (``nan`` before any).
+        predictor: The request's replica's iteration-time predictor for the
+            request's decode-lane work (verify or fused), filled only for a
+            controller whose class sets ``predicts_iteration = True``
+            (``None`` otherwise).
 
     The fields after ``context_len`` are filled only for controllers whose
     ``signal_window`` is positive; otherwise they keep their defaults.
@@ -147,6 +165,7 @@ class KSignals(NamedTuple):
     running_batch: int = 0
     decode_p95_ms: float = math.nan
     queue_delay_ms: float = math.nan
+    predictor: StepPredictor | None = None
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,20 @@ from policies.k_control import (
     BanditParams,
     BatchThreshold,
     BatchThresholdParams,
+    Goodput,
+    GoodputParams,
     Pid,
     PidParams,
     StaticK,
+    expected_tokens,
 )
 from policies.views import KSignals, RoundOutcome
 from simulator import load_scenario, run
+from simulator.engine.core import Engine
+from simulator.engine.runtime import build_runtime
+from simulator.errors import InputError
+from simulator.rng import RandomStreams
+from simulator.runner import build_requests
 from tests.engine_fixtures import synthetic, write_scenario
 
 
@@ -178,6 +186,9 @@ def test_controllers_without_feedback_ignore_rounds():
 
 def test_static_reads_no_windowed_signals():
     assert StaticK.signal_window == 0
+    assert not getattr(StaticK, "predicts_iteration", False)
+    assert Goodput.predicts_iteration
+    assert Goodput(4, GoodputParams(window=16)).signal_window == 16
     assert AcceptanceFeedback(4, AcceptanceFeedbackParams(window=16)).signal_window == 16
 
 
@@ -282,10 +293,291 @@ def test_bandit_drafts_longer_as_acceptance_rises(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "controller", ["backpressure", "batch_threshold", "acceptance_feedback", "pid", "bandit"]
+    "controller",
+    ["backpressure", "batch_threshold", "acceptance_feedback", "pid", "bandit", "goodput"],
 )
 def test_adaptive_runs_are_reproducible(tmp_path, controller):
     first = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="a.yaml")
     second = _run(tmp_path, controller, extra=OVERLOADED_VERIFY, name="b.yaml")
     assert first.requests.equals(second.requests)
     assert first.summary == second.summary
+
+
+# -- goodput (SmartSpec) ---------------------------------------------------------
+class _LinearPredictor:
+    """Verify costs ``base + per_k * k`` ms; a plain decode step ``decode`` ms."""
+
+    def __init__(self, base_ms: float, per_k_ms: float, decode_ms: float) -> None:
+        self.base_ms = base_ms
+        self.per_k_ms = per_k_ms
+        self.decode_ms = decode_ms
+        self.asked: list[tuple[int, int, float]] = []
+
+    def step_s(self, batch: int, k: int, context_len: float) -> float:
+        self.asked.append((batch, k, context_len))
+        if k == 0:
+            return self.decode_ms / 1000.0
+        return (self.base_ms + self.per_k_ms * k) / 1000.0
+
+
+def _goodput_signals(alpha: float, predictor: Any, **fields: Any) -> KSignals:
+    base: dict[str, Any] = {"k_min": 0, "running_batch": 1}
+    base.update(fields)
+    return signals(request_acceptance=alpha, predictor=predictor, **base)
+
+
+def test_expected_tokens_matches_the_geometric_series():
+    assert expected_tokens(0, 0.5) == 1.0
+    assert expected_tokens(3, 0.5) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert expected_tokens(4, 1.0) == 5.0
+    assert expected_tokens(2, 0.0) == 1.0
+
+
+def test_goodput_turns_speculation_off_when_acceptance_collapses():
+    # decode 20 ms for 1 token (0.05 token/ms); k = 1: 1.05 tokens in 24 ms (0.044).
+    predictor = _LinearPredictor(base_ms=22.0, per_k_ms=2.0, decode_ms=20.0)
+    assert Goodput(4).next_k(_goodput_signals(0.05, predictor)) == 0
+    # Asked once per k in [k_min, k_max], for the running batch and the request's context.
+    assert predictor.asked == [(1, k, 100) for k in range(9)]
+
+
+def test_goodput_drafts_long_at_batch_one_with_high_acceptance():
+    # Objective at alpha 0.9: (1 - 0.9^(k+1)) / 0.1 / (22 + 2k) ms, computed by hand:
+    # k=5: 4.6856/32 = 0.14643, k=6: 5.2170/34 = 0.15344, k=7: 5.6953/36 = 0.15820,
+    # k=8: 6.1258/38 = 0.16121: rising through k_max, so k_max = 8.
+    predictor = _LinearPredictor(base_ms=22.0, per_k_ms=2.0, decode_ms=20.0)
+    assert Goodput(4).next_k(_goodput_signals(0.9, predictor)) == 8
+    # A steeper verify cost moves the optimum inside the range: with 22 + 8k ms,
+    # k=2: 2.71/38 = 0.07132, k=3: 3.439/46 = 0.07476, k=4: 4.0951/54 = 0.07584,
+    # k=5: 4.6856/62 = 0.07557.
+    steep = _LinearPredictor(base_ms=22.0, per_k_ms=8.0, decode_ms=20.0)
+    assert Goodput(4).next_k(_goodput_signals(0.9, steep)) == 4
+
+
+def test_goodput_objective_is_the_argmax_of_tokens_per_predicted_second():
+    predictor = _LinearPredictor(base_ms=10.0, per_k_ms=3.0, decode_ms=9.0)
+    for alpha in (0.0, 0.2, 0.5, 0.7, 0.95, 1.0):
+        for batch in (1, 7):
+            rates = [
+                batch * expected_tokens(k, alpha) / predictor.step_s(batch, k, 100)
+                for k in range(9)
+            ]
+            best = max(rates)
+            expected = rates.index(best)  # the first (smallest) k of equals
+            chosen = Goodput(4).next_k(
+                signals(
+                    k_min=0,
+                    request_acceptance=alpha,
+                    running_batch=batch,
+                    predictor=predictor,
+                )
+            )
+            assert chosen == expected
+
+
+def test_goodput_acceptance_falls_back_to_the_window_then_the_prior():
+    controller = Goodput(4, GoodputParams(prior_acceptance=0.3))
+    assert controller.acceptance(signals(request_acceptance=0.8, window_acceptance=0.1)) == 0.8
+    assert controller.acceptance(signals(window_acceptance=0.1)) == 0.1
+    assert controller.acceptance(signals()) == 0.3
+
+
+def test_goodput_breaks_ties_toward_the_smaller_k():
+    # alpha 1: k + 1 tokens in (k + 1) / 4 s (exact in binary): every k has goodput 4.
+    class Proportional:
+        def step_s(self, batch: int, k: int, context_len: float) -> float:
+            return (k + 1) * 0.25
+
+    assert Goodput(4).next_k(_goodput_signals(1.0, Proportional(), k_min=2)) == 2
+    assert Goodput(4).next_k(_goodput_signals(1.0, Proportional())) == 0
+
+
+def test_goodput_respects_k_min():
+    predictor = _LinearPredictor(base_ms=22.0, per_k_ms=2.0, decode_ms=20.0)
+    assert Goodput(4).next_k(_goodput_signals(0.05, predictor, k_min=1)) == 1
+
+
+@pytest.mark.parametrize("mode", ["distributed", "fused"])
+def test_goodput_runs_and_drafts_longer_than_static_with_high_acceptance(tmp_path, mode):
+    static = _run(tmp_path, "static", mode=mode, alpha=0.95, rate_per_s=0.5, name="s.yaml")
+    goodput = _run(tmp_path, "goodput", mode=mode, alpha=0.95, rate_per_s=0.5, name="g.yaml")
+    assert _mean_k(static) == pytest.approx(4.0, abs=0.1)
+    assert _mean_k(goodput) > 6.0
+    for result in (static, goodput):
+        requests = result.requests
+        assert (requests["output_tokens"] == requests["generated_tokens"]).all()
+
+
+def test_goodput_turns_speculation_off_in_a_distributed_run_when_acceptance_collapses(tmp_path):
+    # alpha 0.05: a k = 1 verify (22 ms + context) yields 1.05 tokens, a plain decode
+    # step (20 ms) one: every request speculates only until its estimate collapses.
+    goodput = _run(tmp_path, "goodput", alpha=0.05, rate_per_s=0.5, k_min=0, name="collapse.yaml")
+    static = _run(tmp_path, "static", alpha=0.05, rate_per_s=0.5, name="static.yaml")
+    spec = goodput.summary["speculation"]
+    requests = goodput.requests
+    zero_rounds = spec["verify_steps"] - spec["drafted_tokens"]  # at most one draft per round
+    assert _mean_k(goodput) < 0.1 < 3.9 < _mean_k(static)
+    assert zero_rounds > 0.9 * spec["verify_steps"]
+    assert (requests["output_tokens"] == requests["generated_tokens"]).all()
+    assert (requests["accepted_tokens"] <= requests["drafted_tokens"]).all()
+    # A k = 0 round gains exactly one token: rounds = 1 (prefill token) + output - 1 - accepted.
+    assert (
+        requests["verify_rounds"] + requests["accepted_tokens"] == requests["output_tokens"] - 1
+    ).all()
+    # Plain decoding beats drafting that is never accepted.
+    assert goodput.requests["e2e_ms"].mean() < static.requests["e2e_ms"].mean()
+
+
+@pytest.mark.parametrize(("rtt_ms", "path"), [(0, "distributed"), (30, "fused")])
+def test_goodput_runs_in_hybrid_mode(tmp_path, rtt_ms, path):
+    link = {"src": "laptops", "dst": "pool", "rtt_ms": rtt_ms, "bw_mbps": 1e6}
+    result = _run(
+        tmp_path,
+        "goodput",
+        mode="hybrid",
+        alpha=0.95,
+        rate_per_s=0.5,
+        extra={
+            "speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 20}},
+            "network.links": [link],
+        },
+        name="hybrid.yaml",
+    )
+    requests = result.requests
+    assert (requests["mode"] == path).all()
+    assert (requests["output_tokens"] == requests["generated_tokens"]).all()
+    assert _mean_k(result) > 6.0
+
+
+@pytest.mark.parametrize("mode", ["fused", "hybrid"])
+def test_k_min_zero_is_refused_outside_distributed(tmp_path, mode):
+    with pytest.raises(InputError) as error:
+        _run(tmp_path, "goodput", mode=mode, k_min=0, name="zero.yaml")
+    assert "speculation.adaptive_k.k_min" in str(error.value)
+    assert "distributed" in str(error.value)
+
+
+def test_k_min_zero_needs_the_verifiers_plain_decode_rows(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(10, 1.0, 100, 20),
+        target_phases={
+            "prefill": lambda c, b, _k: 10.0 + 0.01 * c * b,
+            "verify": lambda c, b, k: 22.0 + 0.001 * c * b * (k + 1),
+        },
+        extra={"speculation.adaptive_k": {"enabled": True, "controller": "goodput", "k_min": 0}},
+    )
+    with pytest.raises(InputError) as error:
+        load_scenario(path)
+    assert "phase=draft_decode" in str(error.value)
+
+
+def test_batch_threshold_turns_speculation_off_past_its_size_with_k_min_zero(tmp_path):
+    # vLLM's rule: no speculation (k = 0) from max_running requests on.
+    busy = _run(tmp_path, "batch_threshold", {"max_running": 4}, k_min=0, name="busy.yaml")
+    spec = busy.summary["speculation"]
+    assert spec["drafted_tokens"] < 0.1 * spec["verify_steps"]
+    requests = busy.requests
+    assert (requests["output_tokens"] == requests["generated_tokens"]).all()
+
+
+def test_k_zero_steps_are_priced_as_plain_decode_steps(tmp_path):
+    # Plain decode costs 20 ms at batch 1, a k = 1 verify 24 ms: a request whose
+    # rounds all draft nothing takes 20 ms per token after its first, whether the
+    # verify lane prices whole batches or microbatches.
+    def run_one(k_min: int, extra: dict[str, Any], name: str) -> Any:
+        path = write_scenario(
+            tmp_path,
+            mode="distributed",
+            workload=synthetic(1, 1.0, 100, 41),
+            target_phases={
+                "prefill": lambda c, b, _k: 10.0,
+                "draft_decode": lambda c, b, _k: 20.0,
+                "verify": lambda c, b, k: 22.0 + 2.0 * k,
+            },
+            alpha=0.0,
+            extra={
+                "speculation.adaptive_k": {
+                    "enabled": True,
+                    "controller": "goodput",
+                    "k_min": k_min,
+                    "params": {"prior_acceptance": 0.0},
+                },
+                **extra,
+            },
+            name=name,
+        )
+        return run(load_scenario(path)).requests.iloc[0]
+
+    whole = run_one(0, {}, "whole.yaml")
+    split = {"scheduler.verify.microbatch": {"max_microbatch": 1, "fallback": "per_request"}}
+    grouped = run_one(0, split, "grouped.yaml")
+    floor = run_one(1, {}, "floor.yaml")
+    for request in (whole, grouped):
+        assert request["drafted_tokens"] == 0
+        assert request["verify_rounds"] == 40
+        assert request["target_energy_j"] == grouped["target_energy_j"]
+    assert floor["drafted_tokens"] == 40
+    # 40 rounds of a 20 ms decode step (k = 0: nothing drafted on the device) versus
+    # a 4 ms draft plus a 24 ms verify (k = 1, nothing accepted).
+    assert floor["e2e_ms"] - whole["e2e_ms"] == pytest.approx(40 * 8.0)
+
+
+@pytest.mark.parametrize(("controller", "built"), [("bandit", False), ("goodput", True)])
+def test_the_engine_builds_predictors_only_for_controllers_that_read_them(
+    tmp_path, controller, built
+):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(20, 5.0, 100, 30),
+        extra={"speculation.adaptive_k": {"enabled": True, "controller": controller}},
+    )
+    scenario = load_scenario(path)
+    engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(1))
+    engine.run()
+    assert bool(engine._predictors) is built
+
+
+class _Recorder:
+    """A k controller that drafts 0 every other round and records what it is told."""
+
+    signal_window = 1
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def next_k(self, signals: KSignals) -> int:
+        self.seen.append(signals.k_current)
+        return 0 if len(self.seen) % 2 else 2
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        assert outcome.accepted <= outcome.k
+        if outcome.k == 0:
+            assert (outcome.accepted, outcome.gained) == (0, 1)
+
+
+def test_k_zero_rounds_gain_one_token_and_report_k_current(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(1, 1.0, 100, 12),
+        alpha=0.9,
+        extra={
+            "speculation.adaptive_k": {"enabled": True, "controller": "backpressure", "k_min": 0}
+        },
+    )
+    scenario = load_scenario(path)
+    engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(1))
+    recorder = _Recorder()
+    engine.k_controller = recorder
+    record = engine.run().records[0]
+    assert recorder.seen[0] == 4  # speculation.k before the first round
+    assert recorder.seen[1:3] == [0, 2]  # then the k of the previous round, 0 included
+    assert record.generated_tokens == 12
+    # Odd rounds draft nothing, even ones at most 2; each round gains its accepted tokens
+    # plus one (the prefill made the first token).
+    assert record.drafted_tokens <= 2 * (record.verify_rounds // 2)
+    assert record.accepted_tokens <= record.drafted_tokens
+    assert 1 + record.verify_rounds + record.accepted_tokens == 12

@@ -72,6 +72,28 @@ PLUGIN_MODULE = textwrap.dedent(
 
     class RoundRobinAgain(NotAdmission):
         name: ClassVar[str] = "round_robin"
+
+
+    @dataclass(frozen=True)
+    class NoParams:
+        pass
+
+
+    class AlwaysTwo:
+        """A k controller without signal_window: k = 2 every round."""
+
+        name: ClassVar[str] = "always_two"
+        Params: ClassVar[type] = NoParams
+        params_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
+
+        def __init__(self, k: int, params: NoParams) -> None:
+            self.params = params
+
+        def next_k(self, signals: Any) -> int:
+            return 2
+
+        def observe(self, outcome: Any) -> None:
+            raise AssertionError("observe is called only with a positive signal_window")
     '''
 )
 
@@ -191,6 +213,28 @@ def test_k_controller_import_path_error_names_the_controller_key(tmp_path, plugi
         load_scenario(path)
     keys = {i.key_path: i for i in caught.value.issues}
     assert "lacks next_k(), observe()" in keys["speculation.adaptive_k.controller"].problem
+
+
+def test_k_controller_without_signal_window_runs_with_no_windowed_signals(tmp_path, plugin_module):
+    path = write_scenario(
+        tmp_path,
+        mode="fused",
+        workload=synthetic(5, 50.0, 100, 40),
+        extra={
+            "speculation.adaptive_k": {
+                "enabled": True,
+                "k_min": 1,
+                "k_max": 4,
+                "controller": f"{plugin_module}:AlwaysTwo",
+            }
+        },
+    )
+    result = run(load_scenario(path))
+    assert (result.requests["outcome"] == "completed").all()
+    # k = 2 each round, less only where the output has fewer tokens left.
+    per_round = result.requests["drafted_tokens"] / result.requests["verify_rounds"]
+    assert per_round.max() == 2.0
+    assert (per_round <= 2.0).all()
 
 
 # -- entry points (fresh processes: the registries load entry points once per process) -----------

@@ -47,7 +47,7 @@ from policies.views import (
 )
 from simulator.engine.clock import call_at
 from simulator.engine.closed_loop import ClosedLoopDriver
-from simulator.engine.costs import DECODE, FUSED, VERIFY
+from simulator.engine.costs import DECODE, FUSED, VERIFY, LutStepPredictor
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
@@ -170,7 +170,7 @@ class Engine:
         self.network = Network(settings.jitter, streams.get("jitter"))
         sched = settings.scheduler
         k_controller = _instantiate(settings.k_control, settings.k)
-        signal_window = int(k_controller.signal_window)
+        signal_window = int(getattr(k_controller, "signal_window", 0))
         micro = sched.verify.microbatch
         assert micro is not None  # the verify lane always has microbatch settings
         self.context = ServerContext(
@@ -212,8 +212,13 @@ class Engine:
         self.k_controller = k_controller
         self._windowed = signal_window > 0
         """Whether the controller reads the extended (windowed) signals."""
+        self._predicts = self._windowed and bool(getattr(k_controller, "predicts_iteration", False))
+        """Whether the controller reads ``KSignals.predictor`` (built only then)."""
+        self._predictors: dict[tuple[int, str], LutStepPredictor] = {}
         self._k_default = settings.k
         self._k_min = settings.k_min
+        self._k_floor = 0 if settings.k_min == 0 else 1
+        """Smallest k a round drafts: 0 (a plain decode step) only when k_min allows it."""
         self._k_max = settings.k_max
         self._temperature = settings.temperature
         self._payload = settings.payload
@@ -371,7 +376,7 @@ class Engine:
         generated = req.generated
         signals = KSignals(
             self.env.now,
-            req.k or self._k_default,
+            req.k if req.rounds else self._k_default,
             self._k_min,
             self._k_max,
             req.accepted / req.drafted if req.drafted else math.nan,
@@ -388,22 +393,44 @@ class Engine:
                 decode_p95_ms=window.p95_ms(),
                 queue_delay_ms=window.wait_ms(),
             )
+            if self._predicts:
+                signals = signals._replace(predictor=self._predictor(target, req.mode))
         k = int(self.k_controller.next_k(signals))
         # Never draft past the output: the round's bonus token is the last one.
         most = req.output_tokens - generated - 1
         if k > most:
             k = most
-        if k < 1:
-            k = 1
+        if k < self._k_floor:
+            k = self._k_floor
         req.k = k
         self._k_sum += k
         self._k_rounds += 1
 
+    def _predictor(self, replica: TargetReplica, mode: str) -> LutStepPredictor:
+        """The replica's iteration-time predictor for a request of ``mode`` (built once)."""
+        kind = LANE_OF_MODE[mode]
+        key = (replica.index, kind)
+        predictor = self._predictors.get(key)
+        if predictor is None:
+            step = replica.costs.step[kind]
+            assert step is not None
+            plain = replica.costs.step[DECODE] if kind == VERIFY else None
+            predictor = self._predictors[key] = LutStepPredictor(step, plain)
+        return predictor
+
     def verify_round(self, req: RequestState) -> int:
-        """Sample the accepted prefix of a round; commit the tokens; return how many."""
+        """Sample the accepted prefix of a round; commit the tokens; return how many.
+
+        A round of k = 0 drafted nothing: the target decoded one token, no
+        acceptance is drawn (no random number is used).
+        """
         model = req.acceptance
         assert model is not None
-        accepted = model.sample_accepted(req.k, req.context, self.acceptance_rng, self._temperature)
+        accepted = (
+            model.sample_accepted(req.k, req.context, self.acceptance_rng, self._temperature)
+            if req.k
+            else 0
+        )
         gained = accepted + 1
         remaining = req.output_tokens - req.generated
         if gained > remaining:
@@ -419,11 +446,14 @@ class Engine:
             self.k_controller.observe(
                 RoundOutcome(self.env.now, req.replica, req.k, accepted, gained, window.last_step_s)
             )
-            rate = accepted / req.k
-            recent = req.acceptance_recent
-            req.acceptance_recent = (
-                rate if recent != recent else recent + REQUEST_ACCEPTANCE_WEIGHT * (rate - recent)
-            )
+            if req.k:  # a k = 0 round says nothing about acceptance
+                rate = accepted / req.k
+                recent = req.acceptance_recent
+                req.acceptance_recent = (
+                    rate
+                    if recent != recent
+                    else recent + REQUEST_ACCEPTANCE_WEIGHT * (rate - recent)
+                )
         self._tokens_out += gained
         return gained
 

@@ -192,3 +192,32 @@ class ReplicaCosts:
         """Longest context the LUTs of work ``kind`` cover (prefill and step)."""
         costs = (self.prefill[kind], self.step[kind])
         return min(cost.context_window for cost in costs if cost is not None)
+
+
+class LutStepPredictor:
+    """A replica's predicted decode-lane iteration time (see :class:`policies.views.StepPredictor`).
+
+    Answers from the same LUT curves the replica prices its iterations with:
+    ``step`` (its verify or fused phase) for ``k >= 1``, ``plain`` (the plain
+    decode phase of the target) for ``k = 0``. Built once per replica and
+    kind of work, only for k controllers that predict iterations.
+
+    Args:
+        step: The phase cost of a speculative step of this kind of work.
+        plain: The phase cost of a plain decode step (``None``: the replica
+            cannot run one, and ``k = 0`` predicts ``inf``).
+    """
+
+    __slots__ = ("_plain", "_step")
+
+    def __init__(self, step: PhaseCost, plain: PhaseCost | None) -> None:
+        self._step = step
+        self._plain = plain
+
+    def step_s(self, batch: int, k: int, context_len: float) -> float:
+        """Latency of one iteration of ``batch`` requests verifying ``k`` drafts each."""
+        if k == 0:
+            if self._plain is None:
+                return float("inf")
+            return self._plain.at(context_len, batch, 1)[0]
+        return self._step.at(context_len, batch, k)[0]

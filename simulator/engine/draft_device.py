@@ -11,7 +11,9 @@ the prompt with its draft model, then, round after round, drafts ``k``
 tokens while the request waits for nothing else. Draft work of several
 active requests is batched iteration by iteration (Orca style) by the
 ``scheduler.draft`` policy: a burst runs ``max k`` draft iterations and each
-request leaves the burst after its own ``k``-th token.
+request leaves the burst after its own ``k``-th token. A round of ``k = 0``
+(a controller turned speculation off for it) drafts nothing: its empty
+bundle goes to the target at once, which decodes one token for it.
 
 The device is driven by callbacks, not a SimPy process: when it starts a
 burst it knows when each request's ``k``-th token is done, so it hands each
@@ -154,6 +156,11 @@ class DraftDevice:
         """Draft the request's next round (its verified result, or first token, is here)."""
         req.ready_s = self.env.now
         self.lifecycle.choose_k(req)
+        if req.k == 0:
+            # Nothing to draft: the device sends an empty bundle at once and
+            # the target decodes one token for the request.
+            self.lifecycle.send_bundle(req, req.ready_s)
+            return
         self.draft_jobs.append(req)
         self._work_arrived()
 

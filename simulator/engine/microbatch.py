@@ -65,12 +65,17 @@ class Microbatcher:
         return out
 
     def price(
-        self, cost: PhaseCost, batch: Sequence[RequestState], fanout: bool
+        self,
+        cost: PhaseCost,
+        batch: Sequence[RequestState],
+        fanout: bool,
+        plain: PhaseCost | None = None,
     ) -> tuple[float, float, int]:
         """Return ``(latency_s, energy_j, microbatches)`` of one iteration of ``batch``.
 
         ``fanout``: price each group at its largest ``k`` (verify and fused
-        work); otherwise at k = 1 (plain decode).
+        work); otherwise at k = 1 (plain decode). A group whose requests all
+        draft k = 0 is a plain decode step, priced by ``plain``.
         """
         if self._one_group(batch):
             groups: list[list[RequestState]] = [list(batch)]
@@ -81,7 +86,11 @@ class Microbatcher:
         for group in groups:
             n = len(group)
             k = max(req.k for req in group) if fanout else 1
-            lat, energy = cost.at(sum(req.context for req in group) / n, n, k)
+            group_cost = cost
+            if k == 0:
+                assert plain is not None  # k = 0 is allowed only where plain decode is priced
+                group_cost, k = plain, 1
+            lat, energy = group_cost.at(sum(req.context for req in group) / n, n, k)
             latency_s += lat
             energy_j += energy
         return latency_s, energy_j, len(groups)

@@ -243,7 +243,7 @@ class _Resolver:
             prefill_verifier=self.cost(verifier, device, "prefill") if verifier else None,
             prefill_fused=self.cost(fused, device, "prefill") if fused else None,
             decode=self.cost(verifier, device, "draft_decode")
-            if verifier and mode == "none"
+            if verifier and (mode == "none" or self.scenario.speculation.k_min == 0)
             else None,
             verify=self.cost(verifier, device, "verify")
             if verifier and mode in ("distributed", "hybrid")

@@ -704,10 +704,16 @@ class TargetReplica:
         n = len(batch)
         if self.microbatcher.whole_batches:
             k = max(req.k for req in batch) if n > 1 else batch[0].k
+            if k == 0:  # nothing drafted: a plain decode step of the target
+                plain = self.costs.step[DECODE]
+                assert plain is not None
+                cost, k = plain, 1
             latency_s, energy_j = cost.at(sum(req.context for req in batch) / n, n, k)
             groups = 1
         else:
-            latency_s, energy_j, groups = self.microbatcher.price(cost, batch, True)
+            latency_s, energy_j, groups = self.microbatcher.price(
+                cost, batch, True, self.costs.step[DECODE]
+            )
         if not self._cool:
             latency_s, energy_j = self._throttled(now, latency_s, energy_j)
         if self.context.tracing:
@@ -795,7 +801,9 @@ class TargetReplica:
         if batch:
             cost = self.costs.step[kind]
             assert cost is not None
-            step_s, step_j, _groups = self.microbatcher.price(cost, batch, kind != DECODE)
+            step_s, step_j, _groups = self.microbatcher.price(
+                cost, batch, kind != DECODE, self.costs.step[DECODE]
+            )
             # The chunks' pass already reads the weights: decode-lane work adds what it
             # costs beyond a batch-1 pass at the grid's shortest context.
             base_s, base_j = cost.at(cost.context_axis[0], 1, 1)

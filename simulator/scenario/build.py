@@ -585,6 +585,9 @@ class _Builder:
     ) -> None:
         mode = self.doc["speculation"]["mode"]
         needed = PHASES_BY_MODE[mode]
+        if mode == "distributed" and self.doc["speculation"]["adaptive_k"]["k_min"] == 0:
+            # A k = 0 round is a plain decode step of the verifier.
+            needed = {**needed, "verifier": (*needed["verifier"], "draft_decode")}
         model_keys: dict[str, str] = {}
         for list_key in MODEL_LISTS:
             for index, raw in enumerate(self.doc["speculation"][list_key]):
@@ -663,6 +666,16 @@ class _Builder:
                 k_min,
                 f"<= k_max ({k_max})",
                 "k_min greater than k_max",
+            )
+        elif k_min == 0 and mode in ("fused", "hybrid"):
+            self.issue(
+                "speculation.adaptive_k.k_min",
+                k_min,
+                ">= 1 in mode "
+                + repr(mode)
+                + " (k = 0 runs a plain decode step of the target, priced by the verifier's "
+                "draft_decode LUT rows; only mode 'distributed' has them)",
+                "k_min 0 outside mode distributed",
             )
         elif not k_min <= k <= k_max:
             self.issue(
