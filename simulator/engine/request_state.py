@@ -90,6 +90,7 @@ class RequestState:
         "round_sent_s",
         "rounds",
         "slo_class",
+        "spilled",
         "target_energy_j",
         "tpot_origin_s",
         "tpot_slo_s",
@@ -136,6 +137,8 @@ class RequestState:
         self.draft_energy_j = 0.0
         self.target_energy_j = 0.0
         self.preemptions = 0
+        self.spilled = False
+        """Moved from the distributed path to fused mode (``kv_aware_edf`` spill)."""
         self.prefilled = 0
         """Context tokens already computed by a prefill under way in chunks."""
         self.ttft_slo_s = INF
@@ -212,6 +215,7 @@ class RequestRecord:
     target_energy_j: float
     kv_peak_mb: float
     preemptions: int
+    spilled: bool
 
 
 def to_record(state: RequestState) -> RequestRecord:
@@ -248,4 +252,5 @@ def to_record(state: RequestState) -> RequestRecord:
         target_energy_j=state.target_energy_j,
         kv_peak_mb=state.kv_peak_mb,
         preemptions=state.preemptions,
+        spilled=state.spilled,
     )

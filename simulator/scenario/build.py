@@ -276,7 +276,7 @@ class _Builder:
     ) -> dict[str, ModelSpec]:
         spec = self.doc["speculation"]
         mode = spec["mode"]
-        needed = PHASES_BY_MODE[mode]
+        needed = self.phases_needed()
         models: dict[str, ModelSpec] = {}
         used = [k for k, v in MODEL_LISTS.items() if v in needed]
         for list_key, kind in MODEL_LISTS.items():
@@ -353,6 +353,46 @@ class _Builder:
                 )
         return models
 
+    def spills_to_fused(self) -> bool:
+        """Whether the verify policy moves requests whose KV does not fit to fused mode."""
+        verify = self.doc["scheduler"]["verify"]
+        params = verify.get("params") or {}
+        return bool(
+            verify["policy"] == "kv_aware_edf" and params.get("on_kv_short") == "spill_fused"
+        )
+
+    def phases_needed(self) -> Mapping[str, tuple[str, ...]]:
+        """The LUT phases each model kind needs: the mode's, plus the fused model's for spills."""
+        mode = self.doc["speculation"]["mode"]
+        needed = PHASES_BY_MODE[mode]
+        if mode == "distributed" and self.spills_to_fused():
+            return {**needed, "fused": PHASES_BY_MODE["fused"]["fused"]}
+        return needed
+
+    def spill_targets(self, classes: list[DeviceClass]) -> None:
+        """Refuse ``on_kv_short: spill_fused`` where a replica has no fused model to spill to."""
+        if not self.spills_to_fused():
+            return
+        key = "scheduler.verify.params.on_kv_short"
+        mode = self.doc["speculation"]["mode"]
+        if mode not in ("distributed", "hybrid"):
+            self.issue(
+                key,
+                "spill_fused",
+                f"delay: mode {mode!r} runs no verify steps to spill",
+                "spill to fused mode without distributed requests",
+            )
+            return
+        for device in classes:
+            if device.type == "target" and device.fused_model is None:
+                self.issue(
+                    key,
+                    "spill_fused",
+                    "delay, or a fused model declared under speculation.fused_models for "
+                    f"target pool {device.id}",
+                    "spill to fused mode on a replica with no fused model",
+                )
+
     def model_kind_keys(self, key: str, kind: str, raw: Mapping[str, Any]) -> None:
         """Refuse model keys its kind does not use: a verifier's curve, a drafter's split."""
         if kind == "verifier" and raw["acceptance"] is not None:
@@ -379,7 +419,7 @@ class _Builder:
         models: Mapping[str, ModelSpec],
     ) -> list[DeviceClass]:
         mode = self.doc["speculation"]["mode"]
-        needed = PHASES_BY_MODE[mode]
+        needed = self.phases_needed()
         classes: list[DeviceClass] = []
         for index, entry in enumerate(self.doc["hardware_profiles"]):
             key = f"hardware_profiles[{index}]"
@@ -519,8 +559,7 @@ class _Builder:
         models: Mapping[str, ModelSpec],
         luts: Mapping[Path, LutTable | None],
     ) -> None:
-        mode = self.doc["speculation"]["mode"]
-        needed = PHASES_BY_MODE[mode]
+        needed = self.phases_needed()
         model_keys: dict[str, str] = {}
         for list_key in MODEL_LISTS:
             for index, raw in enumerate(self.doc["speculation"][list_key]):
@@ -854,6 +893,7 @@ def build_scenario(
     luts: dict[Path, LutTable | None] = {}
     models = builder.models(curves, luts)
     classes = builder.device_classes(profiles, models)
+    builder.spill_targets(classes)
     builder.lut_coverage(classes, models, luts)
     builder.client_links(classes, network)
     speculation = builder.speculation(models, curves)
