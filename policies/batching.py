@@ -271,6 +271,8 @@ class KvAwareEdfVerify(EdfVerify):
     that only the waiting requests themselves could free. Only verify work
     carries KV needs; fused
     rounds and plain decode (the continuous lane) are ordered as ``edf``.
+    Scenarios use it with ``scheduler.kv.on_full: preempt_recompute`` only
+    (under ``queue`` a verify step adds no KV, so it is refused there).
     """
 
     name: ClassVar[str] = "kv_aware_edf"

@@ -152,19 +152,18 @@ def test_delay_holds_what_does_not_fit_and_spills_nothing(tmp_path, decisions):
     assert held > 0, "some decision must hold back an item that does not fit"
 
 
-def test_with_kv_reserved_at_prefill_it_runs_as_edf(tmp_path):
-    path = _scenario(tmp_path, "distributed", "spill_fused", kv_limit_mb=None)
+def test_with_kv_reserved_at_prefill_it_is_refused(tmp_path):
+    """Under on_full: queue a verify step adds no KV: the guard would never act."""
+    path = _scenario(tmp_path, "distributed", "delay", fused=False, kv_limit_mb=None)
     document = yaml.safe_load(path.read_text())
     document["scheduler"]["kv"] = {"on_full": "queue"}
     path.write_text(yaml.safe_dump(document, sort_keys=False))
-    guarded = run(load_scenario(path)).requests
-    document["scheduler"]["verify"]["policy"] = "edf"
-    del document["scheduler"]["verify"]["params"]
-    del document["speculation"]["fused_models"]  # edf never spills: refused there
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    plain = run(load_scenario(path)).requests
-    assert not guarded["spilled"].any()
-    pd.testing.assert_frame_equal(guarded, plain)
+    with pytest.raises(InputError) as err:
+        load_scenario(path)
+    text = str(err.value)
+    assert "scheduler.verify.policy" in text
+    assert "'kv_aware_edf'" in text
+    assert "kv_aware_edf with scheduler.kv.on_full preempt_recompute" in text
 
 
 def test_spill_without_a_fused_model_is_refused(tmp_path):
@@ -182,6 +181,7 @@ def test_spill_in_a_mode_without_verify_steps_is_refused(tmp_path):
         mode="fused",
         workload=synthetic(4, 20, 300, 20),
         extra={
+            "scheduler.kv": {"on_full": "preempt_recompute"},
             "scheduler.verify.policy": "kv_aware_edf",
             "scheduler.verify.params": {"on_kv_short": "spill_fused"},
         },

@@ -369,8 +369,19 @@ class _Builder:
             return {**needed, "fused": PHASES_BY_MODE["fused"]["fused"]}
         return needed
 
-    def spill_targets(self, classes: list[DeviceClass]) -> None:
-        """Refuse ``on_kv_short: spill_fused`` where a replica has no fused model to spill to."""
+    def kv_guard(self, classes: list[DeviceClass]) -> None:
+        """Refuse a KV guard that could never act, and spills with no fused model to go to."""
+        sched = self.doc["scheduler"]
+        if sched["verify"]["policy"] == "kv_aware_edf" and sched["kv"]["on_full"] == "queue":
+            self.issue(
+                "scheduler.verify.policy",
+                "kv_aware_edf",
+                "edf with scheduler.kv.on_full queue (which reserves every request's KV, drafts "
+                "included, at prefill, so a verify step adds none), or kv_aware_edf with "
+                "scheduler.kv.on_full preempt_recompute",
+                "KV guard that never holds anything back",
+            )
+            return
         if not self.spills_to_fused():
             return
         key = "scheduler.verify.params.on_kv_short"
@@ -893,7 +904,7 @@ def build_scenario(
     luts: dict[Path, LutTable | None] = {}
     models = builder.models(curves, luts)
     classes = builder.device_classes(profiles, models)
-    builder.spill_targets(classes)
+    builder.kv_guard(classes)
     builder.lut_coverage(classes, models, luts)
     builder.client_links(classes, network)
     speculation = builder.speculation(models, curves)
