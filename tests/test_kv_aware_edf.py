@@ -12,7 +12,7 @@ from policies.batching import BatchLimits, EdfVerify, KvAwareEdfParams, KvAwareE
 from policies.views import BatchChoice, QueuedItem
 from simulator import load_scenario, run
 from simulator.errors import InputError
-from tests.engine_fixtures import PROFILES, synthetic, write_scenario
+from tests.engine_fixtures import PROFILES, synthetic, write_lut, write_scenario
 
 
 def _item(request_id: int, deadline_s: float, kv_need_mb: float, free_mb: float) -> QueuedItem:
@@ -132,6 +132,25 @@ def test_spill_moves_exactly_the_requests_that_do_not_fit(tmp_path, decisions, m
     assert (spilled["mode"] == "fused").all()
     assert (frame.loc[~frame["spilled"], "mode"] == "distributed").all()
     assert result.summary["requests"]["spilled_to_fused"] == len(spilled_ids)
+
+
+def test_requests_beyond_the_fused_context_window_are_not_spilled(tmp_path):
+    """The fused model's LUT ends at 400 tokens; 300 + 200 + k_max do not fit it."""
+    path = _scenario(tmp_path, "distributed", "spill_fused")
+    write_lut(
+        tmp_path / "fused.csv",
+        "fused-model",
+        "a100-sxm4-80gb",
+        {
+            "prefill": lambda c, b, _k: 10.0 + 0.01 * c * b,
+            "fused_decode": lambda c, b, k: 22.0 + 2.0 * k + 0.001 * c * b * (k + 1),
+        },
+        contexts=(1, 400),
+    )
+    result = run(load_scenario(path))
+    _check_tokens(result.requests)
+    assert not result.requests["spilled"].any()
+    assert result.requests["preemptions"].sum() > 0  # short of KV, they waited or were evicted
 
 
 def test_delay_holds_what_does_not_fit_and_spills_nothing(tmp_path, decisions):

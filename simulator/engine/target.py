@@ -394,10 +394,23 @@ class TargetReplica:
         its device slot and its verifier KV are freed, and it goes first in
         line in the prefill lane to build its context on the fused model (as
         a preempted request recomputes its own), then continues with fused
-        rounds. When no item is taken, the replica decides again now.
+        rounds. A request whose prompt, output and ``k_max`` drafts exceed the
+        fused model's context window (the end of its LUT grid) is not spilled:
+        it waits, as with ``delay``: when nothing is taken and nothing could
+        spill, those requests run as ``edf`` would take them (the policy gives
+        them in EDF order) and ``scheduler.kv.on_full`` makes room. When
+        something spilled and nothing is taken, the replica decides again now.
         """
         batch = [queue[i] for i in take]
+        window = self.costs.context_window(FUSED)
+        k_max = self.context.k_max
+        moved = False
+        stay: list[RequestState] = []
         for req in [queue[i] for i in spill]:
+            if req.prompt_tokens + req.output_tokens + k_max > window:
+                stay.append(req)
+                continue
+            moved = True
             queue.remove(req)
             self.release(req)
             self.lifecycle.spill_to_fused(req)
@@ -405,6 +418,8 @@ class TargetReplica:
             self.context.tracer.event(
                 self.env.now, "spill_fused", f"request {req.request_id}", f"replica {self.index}"
             )
+        if not batch and not moved:
+            batch = stay[: self._step_lane.limits.max_batch]
         if not batch:
             return None, self.env.now
         return (VERIFY, batch), INF
