@@ -11,6 +11,7 @@ import yaml
 from policies.batching import BatchLimits, EdfVerify, KvAwareEdfParams, KvAwareEdfVerify
 from policies.views import BatchChoice, QueuedItem
 from simulator import load_scenario, run
+from simulator.engine.tracing import ListTracer
 from simulator.errors import InputError
 from tests.engine_fixtures import PROFILES, synthetic, write_lut, write_scenario
 
@@ -207,3 +208,22 @@ def test_spill_in_a_mode_without_verify_steps_is_refused(tmp_path):
     )
     with pytest.raises(InputError, match="delay: mode 'fused' runs no verify steps to spill"):
         load_scenario(path)
+
+
+def test_spills_keep_the_chunked_prefill_token_budget(tmp_path, decisions):
+    path = _scenario(tmp_path, "distributed", "spill_fused")
+    document = yaml.safe_load(path.read_text())
+    document["scheduler"]["arbitration"] = {
+        "policy": "chunked_prefill",
+        "params": {"token_budget": 64},
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    _check_tokens(result.requests)
+    assert result.requests["spilled"].any()
+    for _t, kind, _subject, detail in tracer.events:
+        if kind == "mixed_start" and detail.startswith("verify"):
+            n = int(detail.split()[1].removeprefix("n="))
+            # Each verify takes k + 1 >= 2 tokens: past 32 the budget would be broken.
+            assert n == 1 or 2 * n <= 64

@@ -8,7 +8,8 @@ from policies.batching import BatchLimits, TtftBoundedPrefill
 from policies.views import BatchChoice, QueuedItem
 from simulator import load_scenario, run
 from simulator.engine.tracing import ListTracer
-from tests.engine_fixtures import write_scenario
+from simulator.errors import InputError
+from tests.engine_fixtures import synthetic, write_scenario
 
 
 def _prompt(request_id: int, enqueued_s: float, deadline_s: float, prefill_s: float) -> QueuedItem:
@@ -74,3 +75,17 @@ def test_hand_computed_schedule(tmp_path):
     # max_wait_ms still bounds the wait when it comes first.
     capped = _prefill_starts(tmp_path / "capped", "ttft_bounded", 100)
     assert [t for t, _ in capped] == pytest.approx([0.1, 0.6])
+
+
+def test_it_is_refused_with_chunked_prefill(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=synthetic(4, 20, 300, 20),
+        extra={
+            "scheduler.prefill": {"policy": "ttft_bounded"},
+            "scheduler.arbitration": {"policy": "chunked_prefill"},
+        },
+    )
+    with pytest.raises(InputError, match=r"scheduler\.prefill\.policy"):
+        load_scenario(path)

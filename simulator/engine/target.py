@@ -110,6 +110,16 @@ class _DecodeRun:
         self.planned = len(boundaries_s)
 
 
+def _within_budget(batch: list[RequestState], token_budget: int) -> list[RequestState]:
+    """The head of a verify batch whose k + 1 tokens each fit ``token_budget`` (at least one)."""
+    used = 0
+    for fits, req in enumerate(batch):
+        used += req.k + 1
+        if used > token_budget and fits:
+            return batch[:fits]
+    return batch
+
+
 class TargetReplica:
     """One replica of a target pool (see the module docstring)."""
 
@@ -356,7 +366,10 @@ class TargetReplica:
             items = self._with_kv(items)
         choice = lane.select(items, self.env.now)
         if choice.spill and kind == VERIFY:
-            return self._spill(queue, choice.take, choice.spill)
+            spilled_batch, wake_at = self._spill(queue, choice.take, choice.spill)
+            if spilled_batch and token_budget is not None:
+                spilled_batch = _within_budget(spilled_batch, token_budget)
+            return ((VERIFY, spilled_batch), INF) if spilled_batch else (None, wake_at)
         if not choice.take:
             return None, INF if choice.wake_at_s is None else choice.wake_at_s
         take = choice.take
@@ -387,7 +400,7 @@ class TargetReplica:
 
     def _spill(
         self, queue: list[RequestState], take: tuple[int, ...], spill: tuple[int, ...]
-    ) -> tuple[Any, float]:
+    ) -> tuple[list[RequestState], float]:
         """Move the verify items in ``spill`` to fused mode; offer the ``take`` ones.
 
         A spilled request's bundle is dropped (its drafts are never verified),
@@ -420,9 +433,7 @@ class TargetReplica:
             )
         if not batch and not moved:
             batch = stay[: self._step_lane.limits.max_batch]
-        if not batch:
-            return None, self.env.now
-        return (VERIFY, batch), INF
+        return batch, self.env.now if not batch else INF
 
     def _kinds_beside_chunks(self, kinds: list[str]) -> list[str]:
         """Decode-lane kinds an iteration with prefill chunks may run (one model per pass).

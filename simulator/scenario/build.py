@@ -736,6 +736,14 @@ class _Builder:
     def scheduler(self) -> SchedulerSpec:
         sched = self.doc["scheduler"]
         if sched["arbitration"]["policy"] == "chunked_prefill":
+            if sched["prefill"]["policy"] != "fcfs":
+                self.issue(
+                    "scheduler.prefill.policy",
+                    sched["prefill"]["policy"],
+                    "fcfs with chunked_prefill (prompts join each iteration's token budget in "
+                    "arrival order; no prefill batch is formed for a policy to time)",
+                    "prefill batching policy that chunked prefill does not use",
+                )
             prefill = sched["prefill"]["batching"]
             for key, default in (("max_wait_ms", 0), ("max_tokens", None)):
                 if prefill[key] != default:
