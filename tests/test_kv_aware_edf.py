@@ -195,7 +195,7 @@ def test_spill_without_a_fused_model_is_refused(tmp_path):
     assert "delay, or a fused model declared under speculation.fused_models" in text
 
 
-def test_spill_in_a_mode_without_verify_steps_is_refused(tmp_path):
+def test_the_guard_in_a_mode_without_verify_steps_is_refused(tmp_path):
     path = write_scenario(
         tmp_path,
         mode="fused",
@@ -206,7 +206,7 @@ def test_spill_in_a_mode_without_verify_steps_is_refused(tmp_path):
             "scheduler.verify.params": {"on_kv_short": "spill_fused"},
         },
     )
-    with pytest.raises(InputError, match="delay: mode 'fused' runs no verify steps to spill"):
+    with pytest.raises(InputError, match="edf: mode 'fused' runs no verify steps"):
         load_scenario(path)
 
 

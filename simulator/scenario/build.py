@@ -372,6 +372,15 @@ class _Builder:
     def kv_guard(self, classes: list[DeviceClass]) -> None:
         """Refuse a KV guard that could never act, and spills with no fused model to go to."""
         sched = self.doc["scheduler"]
+        mode = self.doc["speculation"]["mode"]
+        if sched["verify"]["policy"] == "kv_aware_edf" and mode not in ("distributed", "hybrid"):
+            self.issue(
+                "scheduler.verify.policy",
+                "kv_aware_edf",
+                f"edf: mode {mode!r} runs no verify steps, the only work kv_aware_edf guards",
+                "KV guard without verify steps",
+            )
+            return
         if sched["verify"]["policy"] == "kv_aware_edf" and sched["kv"]["on_full"] == "queue":
             self.issue(
                 "scheduler.verify.policy",
@@ -385,15 +394,6 @@ class _Builder:
         if not self.spills_to_fused():
             return
         key = "scheduler.verify.params.on_kv_short"
-        mode = self.doc["speculation"]["mode"]
-        if mode not in ("distributed", "hybrid"):
-            self.issue(
-                key,
-                "spill_fused",
-                f"delay: mode {mode!r} runs no verify steps to spill",
-                "spill to fused mode without distributed requests",
-            )
-            return
         for device in classes:
             if device.type == "target" and device.fused_model is None:
                 self.issue(
