@@ -228,3 +228,154 @@ class LeastSlackVerify(SizeTimeoutBatcher):
             range(len(waiting)),
             key=lambda i: (self.slack_s(waiting[i], now_s), waiting[i].enqueued_s),
         )
+
+
+KV_SHORT_ACTIONS = ("delay", "spill_fused")
+"""What ``kv_aware_edf`` does with a verify item whose KV does not fit."""
+
+
+@dataclass(frozen=True)
+class KvAwareEdfParams:
+    """Parameters of KV-aware earliest deadline first.
+
+    Attributes:
+        on_kv_short: ``delay``: an item whose KV does not fit waits for a
+            later iteration; ``spill_fused``: it leaves the distributed path
+            and continues in fused mode on the same replica.
+    """
+
+    on_kv_short: str = "delay"
+
+    def __post_init__(self) -> None:
+        if self.on_kv_short not in KV_SHORT_ACTIONS:
+            raise ValueError(
+                f"on_kv_short must be one of {KV_SHORT_ACTIONS}, got {self.on_kv_short!r}"
+            )
+
+
+@VERIFY_BATCHING.register
+class KvAwareEdfVerify(EdfVerify):
+    """Earliest deadline first, admitting an item only while the batch's KV fits.
+
+    When the size/timeout rule says a batch runs, items are considered in EDF
+    order (as ``edf``). An item joins while the batch's KV growth fits the
+    replica's free KV: ``len(batch) * max(kv_need_mb)`` over the batch with
+    the item, as the engine reserves room for a verify batch (every member
+    padded to its longest draft). An item that does not fit is skipped, not
+    a barrier: later items that fit still join (no head-of-line blocking).
+    Skipped items wait (``delay``) or are returned in ``spill``
+    (``spill_fused``). With ``delay``, when not even the most urgent item
+    fits alone the batch ``edf`` would take runs and the engine's
+    ``scheduler.kv.on_full`` rule makes room (evicting the most recently
+    admitted requests, so the oldest progress): nothing waits forever on KV
+    that only the waiting requests themselves could free. Only verify work
+    carries KV needs; fused
+    rounds and plain decode (the continuous lane) are ordered as ``edf``.
+    Scenarios use it with ``scheduler.kv.on_full: preempt_recompute`` only
+    (under ``queue`` a verify step adds no KV, so it is refused there).
+    """
+
+    name: ClassVar[str] = "kv_aware_edf"
+    reads_kv: ClassVar[bool] = True
+    Params: ClassVar[type[KvAwareEdfParams]] = KvAwareEdfParams  # type: ignore[assignment]
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "on_kv_short": {
+                "enum": list(KV_SHORT_ACTIONS),
+                "default": "delay",
+                "description": "delay: a verify item whose KV does not fit waits; spill_fused: "
+                "it continues in fused mode on its replica (needs a fused model there).",
+            },
+        },
+    }
+
+    def __init__(self, limits: BatchLimits, params: KvAwareEdfParams | None = None) -> None:
+        super().__init__(limits)
+        self.params = params if params is not None else KvAwareEdfParams()  # type: ignore[assignment]
+        self._spill = self.params.on_kv_short == "spill_fused"  # type: ignore[attr-defined]
+
+    def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
+        """Apply the size/timeout rule, then the KV guard (see the class docstring)."""
+        if not waiting:
+            return BatchChoice(())
+        limits = self.limits
+        due_s = min(item.enqueued_s for item in waiting) + self._max_wait_s
+        if len(waiting) < limits.max_batch and now_s < due_s:
+            return BatchChoice((), wake_at_s=due_s)
+        order = self._order(waiting, now_s)
+        free_mb = waiting[0].kv_free_mb
+        take: list[int] = []
+        short: list[int] = []
+        tokens = 0
+        widest_mb = 0.0
+        for index in order:
+            if len(take) == limits.max_batch:
+                break
+            item = waiting[index]
+            if (
+                limits.max_tokens is not None
+                and take
+                and tokens + item.new_tokens > limits.max_tokens
+            ):
+                break
+            wide_mb = max(widest_mb, item.kv_need_mb)
+            if wide_mb * (len(take) + 1) > free_mb + 1e-9:
+                short.append(index)
+                continue
+            take.append(index)
+            tokens += item.new_tokens
+            widest_mb = wide_mb
+        if self._spill:
+            return BatchChoice(tuple(take), spill=tuple(short))
+        if not take:
+            return super().select(waiting, now_s)
+        return BatchChoice(tuple(take))
+
+
+@PREFILL_BATCHING.register
+class TtftBoundedPrefill(SizeTimeoutBatcher):
+    """Prefill batches closed early when waiting longer would break a TTFT target.
+
+    The candidate batch is the waiting prompts in queue order up to
+    ``max_batch`` and ``max_tokens`` (as ``fcfs``). It runs when it is full,
+    when the oldest has waited ``max_wait_ms``, or at the latest start that
+    still lets the earliest TTFT deadline among its members be met:
+    ``min(deadline_s) - prefill_s``, with ``prefill_s`` the LUT's prefill time
+    of the candidate batch (``QueuedItem.prefill_s``, which the engine fills
+    because the class sets ``predicts_ttft``). A deadline already out of
+    reach runs the batch now. The prediction covers the prefill iteration
+    only: neither the first token's trip back to the client nor an iteration
+    already under way on the replica is counted.
+    """
+
+    name: ClassVar[str] = "ttft_bounded"
+    predicts_ttft: ClassVar[bool] = True
+
+    def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
+        """Apply the TTFT-bounded size/timeout rule (see the class docstring)."""
+        if not waiting:
+            return BatchChoice(())
+        limits = self.limits
+        take: list[int] = []
+        tokens = 0
+        for index, item in enumerate(waiting):
+            if len(take) == limits.max_batch:
+                break
+            if (
+                limits.max_tokens is not None
+                and take
+                and tokens + item.new_tokens > limits.max_tokens
+            ):
+                break
+            take.append(index)
+            tokens += item.new_tokens
+        if len(take) == limits.max_batch or len(take) < len(waiting):
+            return BatchChoice(tuple(take))  # full: by size or by tokens
+        due_s = min(item.enqueued_s for item in waiting) + self._max_wait_s
+        latest_s = min(item.deadline_s for item in waiting) - waiting[take[-1]].prefill_s
+        release_s = min(due_s, latest_s)
+        if now_s >= release_s:
+            return BatchChoice(tuple(take))
+        return BatchChoice((), wake_at_s=release_s)

@@ -29,6 +29,18 @@ class QueuedItem(NamedTuple):
             ``policies/README.md``. ``inf`` when no target applies.
         context_len: Tokens of context the iteration attends over.
         new_tokens: Tokens the iteration processes for this request.
+        kv_need_mb: KV memory the iteration would add for this request (a
+            verify step: its ``new_tokens`` at the verifier's KV per token
+            when KV grows per token, 0 when it was reserved at prefill).
+            Filled only for verify work and a policy whose class sets
+            ``reads_kv = True`` (0 otherwise); see ``policies/README.md``.
+        kv_free_mb: The replica's free KV memory now (same condition;
+            ``inf`` otherwise).
+        prefill_s: For a prompt awaiting prefill: the predicted duration of a
+            prefill batch made of the waiting items up to and including this
+            one, in queue order (the LUT's batch prefill time). Filled only
+            for a prefill policy whose class sets ``predicts_ttft = True``
+            (0 otherwise).
     """
 
     request_id: int
@@ -36,6 +48,9 @@ class QueuedItem(NamedTuple):
     deadline_s: float
     context_len: int
     new_tokens: int
+    kv_need_mb: float = 0.0
+    kv_free_mb: float = math.inf
+    prefill_s: float = 0.0
 
 
 class BatchChoice(NamedTuple):
@@ -47,10 +62,14 @@ class BatchChoice(NamedTuple):
         wake_at_s: When ``take`` is empty, the time at which the policy wants
             to be asked again even if nothing else changes (``None``: only
             when the queue changes).
+        spill: Indices of verify items to move to fused mode on the replica
+            instead of running them (``kv_aware_edf`` with ``spill_fused``);
+            ignored for other work.
     """
 
     take: tuple[int, ...]
     wake_at_s: float | None = None
+    spill: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -522,9 +522,7 @@ class Engine:
     @staticmethod
     def _prefill_estimate_s(req: RequestState, replica: TargetReplica, kind: str) -> float:
         """Batch-1 prefill time of the request's context on ``replica`` (from its LUT)."""
-        cost = replica.costs.prefill[kind]
-        assert cost is not None
-        return cost.at(req.context, 1, 1)[0]
+        return replica.prefill_time_s(kind, req.context, 1)
 
     def _admit_deferred(self) -> None:
         """Offer the waiting requests to the admission policy, in arrival order.
@@ -833,6 +831,21 @@ class Engine:
         self._complete(req, replica)
         assert req.drafter is not None
         req.drafter.finish(req)
+
+    def spill_to_fused(self, req: RequestState) -> None:
+        """The request leaves the distributed path: its replica drafts for it with the fused model.
+
+        Its device slot is freed and its next rounds use the fused model's
+        acceptance curve; the replica rebuilds its context on the fused model.
+        """
+        replica = self.replicas[req.replica]
+        req.spilled = True
+        req.mode = "fused"
+        req.acceptance = replica.fused_acceptance
+        drafter = req.drafter
+        if drafter is not None:
+            req.drafter = None
+            drafter.finish(req)
 
     def reject_on_replica(self, req: RequestState, reason: str) -> None:
         """A replica cannot ever serve the request (e.g. its KV exceeds the capacity)."""

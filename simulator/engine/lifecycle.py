@@ -58,6 +58,10 @@ class RequestLifecycle(Protocol):
         """A distributed request's last verified tokens reached its device."""
         ...
 
+    def spill_to_fused(self, req: RequestState) -> None:
+        """A distributed request leaves its device and continues in fused mode on its replica."""
+        ...
+
 
 @dataclass(frozen=True)
 class ServerContext:

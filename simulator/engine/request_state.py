@@ -93,6 +93,7 @@ class RequestState:
         "round_sent_s",
         "rounds",
         "slo_class",
+        "spilled",
         "target_energy_j",
         "tpot_origin_s",
         "tpot_slo_s",
@@ -139,6 +140,8 @@ class RequestState:
         self.draft_energy_j = 0.0
         self.target_energy_j = 0.0
         self.preemptions = 0
+        self.spilled = False
+        """Moved from the distributed path to fused mode (``kv_aware_edf`` spill)."""
         self.prefilled = 0
         """Context tokens already computed by a prefill under way in chunks."""
         self.ttft_slo_s = INF
@@ -220,6 +223,7 @@ class RequestRecord:
     kv_peak_mb: float
     preemptions: int
     draft_model: str
+    spilled: bool
 
 
 def to_record(state: RequestState) -> RequestRecord:
@@ -257,4 +261,5 @@ def to_record(state: RequestState) -> RequestRecord:
         kv_peak_mb=state.kv_peak_mb,
         preemptions=state.preemptions,
         draft_model=state.draft_model,
+        spilled=state.spilled,
     )

@@ -110,6 +110,16 @@ class _DecodeRun:
         self.planned = len(boundaries_s)
 
 
+def _within_budget(batch: list[RequestState], token_budget: int) -> list[RequestState]:
+    """The head of a verify batch whose k + 1 tokens each fit ``token_budget`` (at least one)."""
+    used = 0
+    for fits, req in enumerate(batch):
+        used += req.k + 1
+        if used > token_budget and fits:
+            return batch[:fits]
+    return batch
+
+
 class TargetReplica:
     """One replica of a target pool (see the module docstring)."""
 
@@ -145,6 +155,10 @@ class TargetReplica:
         self._step_lane = context.lanes["verify"]
         self._continuous_lane = context.lanes["continuous"]
         self.max_running = context.max_running
+        self._guard_kv = bool(getattr(self._step_lane, "reads_kv", False))
+        """Whether verify items carry their KV need and the free KV (``kv_aware_edf``)."""
+        self._predict_prefill = bool(getattr(self._prefill_lane, "predicts_ttft", False))
+        """Whether prefill items carry the predicted prefill batch time (``ttft_bounded``)."""
         self.arbiter = context.arbiter
         self._chunk_starts = context.prefill_max_batch
         self._chunking: list[tuple[RequestState, str]] = []
@@ -348,7 +362,14 @@ class TargetReplica:
                 for r in queue
             ]
         lane = self._step_lane if kind == VERIFY else self._continuous_lane
+        if kind == VERIFY and self._guard_kv:
+            items = self._with_kv(items)
         choice = lane.select(items, self.env.now)
+        if choice.spill and kind == VERIFY:
+            spilled_batch, wake_at = self._spill(queue, choice.take, choice.spill)
+            if spilled_batch and token_budget is not None:
+                spilled_batch = _within_budget(spilled_batch, token_budget)
+            return ((VERIFY, spilled_batch), INF) if spilled_batch else (None, wake_at)
         if not choice.take:
             return None, INF if choice.wake_at_s is None else choice.wake_at_s
         take = choice.take
@@ -362,6 +383,57 @@ class TargetReplica:
                 fits += 1
             take = take[:fits]
         return (kind, [queue[i] for i in take]), INF
+
+    def _with_kv(self, items: list[QueuedItem]) -> list[QueuedItem]:
+        """Verify items with the KV their step would add and the free KV (``reads_kv`` policies).
+
+        With ``queue`` a request's KV, drafts included, was reserved at
+        prefill: a verify step adds none. With ``preempt_recompute`` it adds
+        its ``k + 1`` tokens at the verifier's KV per token.
+        """
+        per_token = self.kv_mb_per_token[VERIFY] if self.kv_policy == "preempt_recompute" else 0.0
+        free_mb = self.kv.free_mb
+        return [
+            item._replace(kv_need_mb=item.new_tokens * per_token, kv_free_mb=free_mb)
+            for item in items
+        ]
+
+    def _spill(
+        self, queue: list[RequestState], take: tuple[int, ...], spill: tuple[int, ...]
+    ) -> tuple[list[RequestState], float]:
+        """Move the verify items in ``spill`` to fused mode; offer the ``take`` ones.
+
+        A spilled request's bundle is dropped (its drafts are never verified),
+        its device slot and its verifier KV are freed, and it goes first in
+        line in the prefill lane to build its context on the fused model (as
+        a preempted request recomputes its own), then continues with fused
+        rounds. A request whose prompt, output and ``k_max`` drafts exceed the
+        fused model's context window (the end of its LUT grid) is not spilled:
+        it waits, as with ``delay``: when nothing is taken and nothing could
+        spill, those requests run as ``edf`` would take them (the policy gives
+        them in EDF order) and ``scheduler.kv.on_full`` makes room. When
+        something spilled and nothing is taken, the replica decides again now.
+        """
+        batch = [queue[i] for i in take]
+        window = self.costs.context_window(FUSED)
+        k_max = self.context.k_max
+        moved = False
+        stay: list[RequestState] = []
+        for req in [queue[i] for i in spill]:
+            if req.prompt_tokens + req.output_tokens + k_max > window:
+                stay.append(req)
+                continue
+            moved = True
+            queue.remove(req)
+            self.release(req)
+            self.lifecycle.spill_to_fused(req)
+            self.prefill_q.insert(0, (req, FUSED, req.arrival_s))
+            self.context.tracer.event(
+                self.env.now, "spill_fused", f"request {req.request_id}", f"replica {self.index}"
+            )
+        if not batch and not moved:
+            batch = stay[: self._step_lane.limits.max_batch]
+        return batch, self.env.now if not batch else INF
 
     def _kinds_beside_chunks(self, kinds: list[str]) -> list[str]:
         """Decode-lane kinds an iteration with prefill chunks may run (one model per pass).
@@ -495,6 +567,8 @@ class TargetReplica:
             )
             for i in eligible
         ]
+        if self._predict_prefill:
+            items = self._with_prefill_s(items, first_kind)
         choice = self._prefill_lane.select(items, self.env.now)
         if not choice.take:
             return [], choice.wake_at_s if choice.wake_at_s is not None else INF
@@ -503,6 +577,21 @@ class TargetReplica:
         keep = set(taken)
         self.prefill_q = [entry for i, entry in enumerate(self.prefill_q) if i not in keep]
         return batch, INF
+
+    def _with_prefill_s(self, items: list[QueuedItem], kind: str) -> list[QueuedItem]:
+        """Prefill items with the predicted time of the batch up to each (``predicts_ttft``)."""
+        out: list[QueuedItem] = []
+        context = 0
+        for n, item in enumerate(items, start=1):
+            context += item.new_tokens
+            out.append(item._replace(prefill_s=self.prefill_time_s(kind, context / n, n)))
+        return out
+
+    def prefill_time_s(self, kind: str, mean_context: float, n: int) -> float:
+        """LUT time of a prefill batch of ``n`` prompts of ``mean_context`` tokens (unthrottled)."""
+        cost = self.costs.prefill[kind]
+        assert cost is not None
+        return cost.at(mean_context, n, 1)[0]
 
     def _reject_too_large(self, position: int) -> None:
         req, _kind, _ = self.prefill_q.pop(position)

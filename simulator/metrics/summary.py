@@ -235,6 +235,7 @@ def summarise(
                 )
             },
             "unfinished": int((outcome == "unfinished").sum()),
+            "spilled_to_fused": int(measured["spilled"].sum()),
         },
         "latency_ms": {name: _stats(completed[column]) for name, column in LATENCY_COLUMNS.items()},
         "latency_ms_server": {"ttft": _stats(completed["ttft_server_ms"])},

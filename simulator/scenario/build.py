@@ -310,7 +310,7 @@ class _Builder:
     ) -> dict[str, ModelSpec]:
         spec = self.doc["speculation"]
         mode = spec["mode"]
-        needed = PHASES_BY_MODE[mode]
+        needed = self.phases_needed()
         models: dict[str, ModelSpec] = {}
         used = [k for k, v in MODEL_LISTS.items() if v in needed]
         for list_key, kind in MODEL_LISTS.items():
@@ -387,6 +387,60 @@ class _Builder:
                 )
         return models
 
+    def spills_to_fused(self) -> bool:
+        """Whether the verify policy moves requests whose KV does not fit to fused mode."""
+        verify = self.doc["scheduler"]["verify"]
+        params = verify.get("params") or {}
+        return bool(
+            verify["policy"] == "kv_aware_edf" and params.get("on_kv_short") == "spill_fused"
+        )
+
+    def phases_needed(self) -> Mapping[str, tuple[str, ...]]:
+        """The LUT phases each model kind needs: the mode's, plus the fused model's for spills."""
+        mode = self.doc["speculation"]["mode"]
+        needed = PHASES_BY_MODE[mode]
+        if mode == "distributed" and self.doc["speculation"]["adaptive_k"]["k_min"] == 0:
+            # A k = 0 round is a plain decode step of the verifier.
+            needed = {**needed, "verifier": (*needed["verifier"], "draft_decode")}
+        if mode == "distributed" and self.spills_to_fused():
+            return {**needed, "fused": PHASES_BY_MODE["fused"]["fused"]}
+        return needed
+
+    def kv_guard(self, classes: list[DeviceClass]) -> None:
+        """Refuse a KV guard that could never act, and spills with no fused model to go to."""
+        sched = self.doc["scheduler"]
+        mode = self.doc["speculation"]["mode"]
+        if sched["verify"]["policy"] == "kv_aware_edf" and mode not in ("distributed", "hybrid"):
+            self.issue(
+                "scheduler.verify.policy",
+                "kv_aware_edf",
+                f"edf: mode {mode!r} runs no verify steps, the only work kv_aware_edf guards",
+                "KV guard without verify steps",
+            )
+            return
+        if sched["verify"]["policy"] == "kv_aware_edf" and sched["kv"]["on_full"] == "queue":
+            self.issue(
+                "scheduler.verify.policy",
+                "kv_aware_edf",
+                "edf with scheduler.kv.on_full queue (which reserves every request's KV, drafts "
+                "included, at prefill, so a verify step adds none), or kv_aware_edf with "
+                "scheduler.kv.on_full preempt_recompute",
+                "KV guard that never holds anything back",
+            )
+            return
+        if not self.spills_to_fused():
+            return
+        key = "scheduler.verify.params.on_kv_short"
+        for device in classes:
+            if device.type == "target" and device.fused_model is None:
+                self.issue(
+                    key,
+                    "spill_fused",
+                    "delay, or a fused model declared under speculation.fused_models for "
+                    f"target pool {device.id}",
+                    "spill to fused mode on a replica with no fused model",
+                )
+
     def model_kind_keys(self, key: str, kind: str, raw: Mapping[str, Any]) -> None:
         """Refuse model keys its kind does not use: a verifier's curve, a drafter's split."""
         if kind == "verifier" and raw["acceptance"] is not None:
@@ -413,7 +467,7 @@ class _Builder:
         models: Mapping[str, ModelSpec],
     ) -> list[DeviceClass]:
         mode = self.doc["speculation"]["mode"]
-        needed = PHASES_BY_MODE[mode]
+        needed = self.phases_needed()
         classes: list[DeviceClass] = []
         for index, entry in enumerate(self.doc["hardware_profiles"]):
             key = f"hardware_profiles[{index}]"
@@ -583,11 +637,7 @@ class _Builder:
         models: Mapping[str, ModelSpec],
         luts: Mapping[Path, LutTable | None],
     ) -> None:
-        mode = self.doc["speculation"]["mode"]
-        needed = PHASES_BY_MODE[mode]
-        if mode == "distributed" and self.doc["speculation"]["adaptive_k"]["k_min"] == 0:
-            # A k = 0 round is a plain decode step of the verifier.
-            needed = {**needed, "verifier": (*needed["verifier"], "draft_decode")}
+        needed = self.phases_needed()
         model_keys: dict[str, str] = {}
         for list_key in MODEL_LISTS:
             for index, raw in enumerate(self.doc["speculation"][list_key]):
@@ -787,6 +837,14 @@ class _Builder:
     def scheduler(self) -> SchedulerSpec:
         sched = self.doc["scheduler"]
         if sched["arbitration"]["policy"] == "chunked_prefill":
+            if sched["prefill"]["policy"] != "fcfs":
+                self.issue(
+                    "scheduler.prefill.policy",
+                    sched["prefill"]["policy"],
+                    "fcfs with chunked_prefill (prompts join each iteration's token budget in "
+                    "arrival order; no prefill batch is formed for a policy to time)",
+                    "prefill batching policy that chunked prefill does not use",
+                )
             prefill = sched["prefill"]["batching"]
             for key, default in (("max_wait_ms", 0), ("max_tokens", None)):
                 if prefill[key] != default:
@@ -956,6 +1014,7 @@ def build_scenario(
     luts: dict[Path, LutTable | None] = {}
     models = builder.models(curves, luts)
     classes = builder.device_classes(profiles, models)
+    builder.kv_guard(classes)
     builder.lut_coverage(classes, models, luts)
     builder.client_links(classes, network)
     speculation = builder.speculation(models, curves)
