@@ -293,3 +293,11 @@ def test_samples_stay_within_zero_and_k(
     assert len(survival) == k
     assert all(a >= b for a, b in itertools.pairwise(survival))
     assert all(0.0 <= s <= 1.0 for s in survival)
+
+
+def test_per_k_rounding_of_equal_expected_tokens_is_not_a_decrease():
+    # 0.437888 / 3 rounds so that 3 * value falls one ulp below 0.437888.
+    value = 0.437888 / 3
+    assert 3 * value < 0.437888
+    model = make("per_k", [{"context_len": 0, "acceptance": {"k=1": 0.437888, "k=3": value}}])
+    assert model.expected_accepted(3, 0) == pytest.approx(0.437888)
