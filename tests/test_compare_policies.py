@@ -103,3 +103,18 @@ def test_markers_must_be_present():
 def test_policies_readme_comparison_table_is_current():
     stale = compare.check(jobs=1)
     assert stale is None, f"{stale} (then review and commit policies/README.md)"
+
+
+def test_check_reports_a_stale_table_with_the_command_and_exit_1(monkeypatch, capsys):
+    monkeypatch.setattr(compare, "current_block", lambda jobs=1: "a table from another run")
+    assert compare.main(["--check"]) == 1
+    assert "python scripts/compare_policies.py" in capsys.readouterr().err
+
+
+def test_a_missing_required_param_stops_the_script_with_exit_2(monkeypatch, capsys):
+    def refuse(jobs=1):
+        raise compare.MissingParamsError("k_control policy 'x' requires y")
+
+    monkeypatch.setattr(compare, "current_block", refuse)
+    assert compare.main(["--check"]) == 2
+    assert "requires y" in capsys.readouterr().err
