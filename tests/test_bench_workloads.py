@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 
@@ -60,3 +61,17 @@ def test_a_variant_prints_its_speed_as_a_multiple_of_its_base():
     assert verdict == "no target; rounds/wall s 0.75 x distributed_rounds's"
     alone = bench._verdict(rows["distributed_rounds_edf"], {})
     assert "variant of distributed_rounds" in alone
+
+
+def test_readme_quotes_the_stored_baseline():
+    baseline = json.loads(bench.BASELINE.read_text(encoding="utf-8"))
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    rows = {row["workload"]: row for row in baseline["results"]}
+    for name, row in rows.items():
+        if row["verify_rounds"]:
+            best = f"{round(row['verify_rounds_per_wall_s'], -2):,}"
+            median = f"median {round(row['verify_rounds_per_wall_s_median'], -2):,}"
+            assert f"{best} " in readme and median in readme, name
+    azure = rows["none_azure_conv_10k"]
+    assert f"take {azure['wall_s']:.2f} s (median {azure['wall_s_median']:.2f} s" in readme
+    assert f"peak at {round(rows['none_synthetic_100k']['peak_rss_mb'])} MB" in readme
