@@ -258,6 +258,7 @@ def summarise(
             "accepted_tokens": accepted,
             "acceptance_rate": accepted / drafted if drafted else None,
             "mean_tokens_per_verify": committed_by_rounds / rounds if rounds else None,
+            "mean_k": drafted / rounds if rounds else None,
             "requests_by_draft_model": {
                 str(name): int(count)
                 for name, count in sorted(
