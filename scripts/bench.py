@@ -19,8 +19,10 @@ each is judged on the best run (memory on the largest). Two variants of
 ``distributed_rounds`` have no target and print their rounds per wall-second
 as a multiple of its: ``distributed_rounds_acceptance_feedback`` (the
 adaptive ``acceptance_feedback`` k controller, Verify-PD's range 2-8) and
-``distributed_rounds_edf`` (verify policy ``edf``). Timings are
-measurements, not tests: nothing here fails on a slow machine.
+``distributed_rounds_edf`` (verify policy ``edf``). A last line gives the
+command line's start-up: the median wall time of ``python -m simulator
+--help`` and ``--version`` over seven fresh processes (target: under 0.2 s).
+Timings are measurements, not tests: nothing here fails on a slow machine.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "scripts" / "bench_baseline.json"
 BENCH_SCENARIOS = ROOT / "scenarios" / "bench"
+STARTUP_RUNS = 7
+STARTUP_TARGET_S = 0.2
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "none_azure_conv_10k": {
@@ -185,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['output_tokens_per_wall_s']:>11,} {rounds:>23} "
             f"{row['peak_rss_mb']:>8.1f}  {_verdict(row, by_name)}"
         )
+    print(_startup_line())
     if args.save:
         baseline = {
             "machine": {
@@ -197,6 +202,29 @@ def main(argv: list[str] | None = None) -> int:
         BASELINE.write_text(json.dumps(baseline, indent=2) + "\n")
         print(f"stored in {BASELINE.relative_to(ROOT)}")
     return 0
+
+
+def _startup_s(option: str) -> float:
+    """Median wall seconds of ``python -m simulator OPTION`` in fresh processes."""
+    times = []
+    for _ in range(STARTUP_RUNS):
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "simulator", option], capture_output=True, cwd=ROOT, check=True
+        )
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _startup_line() -> str:
+    """The start-up figures of ``simulate --help`` and ``--version``."""
+    figures = {option: _startup_s(option) for option in ("--help", "--version")}
+    met = all(t < STARTUP_TARGET_S for t in figures.values())
+    return (
+        f"start-up: simulate --help {figures['--help']:.3f} s, --version "
+        f"{figures['--version']:.3f} s (median of {STARTUP_RUNS}); target under "
+        f"{STARTUP_TARGET_S} s: {'met' if met else 'NOT met'}"
+    )
 
 
 def _verdict(row: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from simulator.builtin_data import builtin_path, is_builtin
 from simulator.errors import InputError, Issue, describe_value, key_path, make_issue
 from simulator.input_files import read_bounded
 
@@ -437,7 +438,12 @@ def _branch_matches(node: Any, branch: Mapping[str, Any]) -> bool:
 
 
 def resolve_path(base_dir: Path, value: str) -> Path:
-    """Resolve a path named in a file against that file's directory."""
+    """Resolve a path named in a file against that file's directory.
+
+    A ``builtin:`` reference names a shipped file (see :mod:`simulator.builtin_data`).
+    """
+    if is_builtin(value):
+        return builtin_path(value)
     candidate = Path(value).expanduser()
     return candidate if candidate.is_absolute() else (base_dir / candidate)
 

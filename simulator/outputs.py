@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import json
+import logging
 import os
 import shutil
 import sys
@@ -31,6 +32,8 @@ import yaml
 from simulator import __version__
 from simulator.errors import InputError, make_issue
 from simulator.runner import Result
+
+logger = logging.getLogger(__name__)
 
 FLOAT_FORMAT = "%.9g"
 OUTPUT_FILES = (
@@ -95,7 +98,18 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
 
 
 def _umask() -> int:
-    """The process's file-creation mask (read by setting it and restoring it)."""
+    """The process's file-creation mask.
+
+    Read from ``/proc/self/status`` where the system has it (Linux 4.7+), which
+    leaves the mask alone; elsewhere by setting it and restoring it at once.
+    """
+    try:
+        with Path("/proc/self/status").open(encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -194,6 +208,7 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
         for name in OUTPUT_FILES:
             _write_text(staging / name, texts[name])
         _swap_in(staging, target)
+        logger.info("wrote %d result files to %s", len(OUTPUT_FILES), out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

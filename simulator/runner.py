@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -19,6 +20,8 @@ from simulator.rng import RandomStreams
 from simulator.scenario.model import Scenario
 from simulator.scenario.reach import build_requests
 from simulator.workload import RequestTable
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,8 @@ def run(
         tracer: Receives every engine event (default: none).
         in_flight: Requests already past prefill at time 0 (what-if windows).
         until_s: Stop time overriding ``simulation.until_s``.
-        progress: Called as ``progress(arrived, total, simulated_s)`` every
-            few hundred arrivals (e.g. to print progress).
+        progress: Called as ``progress(arrived, completed, total, simulated_s)``
+            every few hundred arrivals (e.g. to print progress).
     """
     started = time.perf_counter()
     table = requests if requests is not None else build_requests(scenario)
@@ -73,7 +76,9 @@ def run(
         in_flight=in_flight,
         progress=progress,
     )
+    logger.debug("engine built: %d requests, %d replicas", len(table), len(engine.replicas))
     output = engine.run(until_s=until_s)
+    logger.info("simulated %.1f s in %.2f s wall", engine.env.now, time.perf_counter() - started)
     columns = [f.name for f in fields(RequestRecord)]
     row_of = attrgetter(*columns)
     frame = pd.DataFrame([row_of(r) for r in output.records], columns=columns)

@@ -9,7 +9,8 @@ A bin maps draft lengths to values, ``acceptance: {k=1: 0.92, k=2: 0.85, k=4: 0.
   keeps ``E[A]`` non-decreasing in ``k``, which the table must be).
 * The distribution of ``A`` at a given ``k`` is the prefix (``iid``) form
   with the per-token probability ``alpha_k`` that reproduces that mean,
-  ``sum_{i=1..k} alpha_k**i = E[A]``, solved with Brent's method and cached.
+  ``sum_{i=1..k} alpha_k**i = E[A]``, solved by bisection to full float
+  precision and cached.
 * Below the smallest tabulated ``k`` the ``alpha`` solved at that smallest
   ``k`` is used; above the largest, the ``alpha`` solved at the largest. So
   ``E[A]`` keeps growing past the table, but more slowly, as it does for a
@@ -24,8 +25,6 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
-
-from scipy.optimize import brentq
 
 from simulator.acceptance.binned import BinnedModel
 from simulator.acceptance.grid import bin_order_issues, is_number
@@ -65,8 +64,19 @@ def solve_alpha(mean_accepted: float, k: int) -> float:
         return 0.0
     if mean_accepted >= k:
         return 1.0
-    root = brentq(lambda a: prefix_sum(a, k) - mean_accepted, 0.0, 1.0, xtol=1e-15, rtol=1e-15)
-    return float(root)
+    # prefix_sum rises strictly with alpha on [0, 1]: bisect until the bracket
+    # cannot shrink in floating point (at most ~1,100 halvings, ~60 in practice).
+    low, high = 0.0, 1.0
+    while True:
+        middle = 0.5 * (low + high)
+        if middle in (low, high):
+            break
+        if prefix_sum(middle, k) < mean_accepted:
+            low = middle
+        else:
+            high = middle
+    below, above = mean_accepted - prefix_sum(low, k), prefix_sum(high, k) - mean_accepted
+    return low if below <= above else high
 
 
 @dataclass(frozen=True)

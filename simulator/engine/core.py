@@ -66,8 +66,8 @@ LANE_OF_MODE = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}
 """The decode-lane work of a request by its mode."""
 PROGRESS_EVERY = 500
 
-ProgressHook = Callable[[int, int, float], None]
-"""``progress(arrived, total, simulated_s)``."""
+ProgressHook = Callable[[int, int, int, float], None]
+"""``progress(arrived, completed, total, simulated_s)``."""
 
 
 REQUEST_ACCEPTANCE_WEIGHT = 0.3
@@ -242,6 +242,8 @@ class Engine:
         self._outstanding = 0
         self._arrived = 0
         """Requests of the table that have arrived (a prefix: they arrive in table order)."""
+        self._completed = 0
+        """Requests completed so far (for progress reports)."""
         self._last_outcome_s = 0.0
         self._active_total = 0
         self._tokens_out = 0
@@ -471,7 +473,7 @@ class Engine:
         now = self.env.now
         self._arrived += 1
         if self.progress is not None and self._arrived % PROGRESS_EVERY == 0:
-            self.progress(self._arrived, len(self.requests), now)
+            self.progress(self._arrived, self._completed, len(self.requests), now)
         self.tracer.event(
             now,
             "arrival",
@@ -789,6 +791,7 @@ class Engine:
             req.first_token_s = now
         req.finish_s = max(now, req.first_token_s)
         req.outcome = "completed"
+        self._completed += 1
         self._last_outcome_s = max(self._last_outcome_s, now)
         replica.outstanding -= 1
         self._outstanding -= 1

@@ -19,6 +19,8 @@ from policies import registry
 from policies.batching import BatchLimits
 from policies.plugins import PolicyImportError, import_policy, is_import_path
 from simulator.acceptance import load_acceptance_model
+from simulator.builtin_data import ALLOWED as ALLOWED_BUILTIN
+from simulator.builtin_data import unknown_builtin
 from simulator.devices import (
     Availability,
     DeviceProfile,
@@ -142,6 +144,10 @@ class _Builder:
     def load_file(self, key: str, value: str, loader: Callable[[Path], T], what: str) -> T | None:
         """Load a referenced file; its own problems are reported under its own name."""
         path = resolve_path(self.base_dir, value)
+        unknown = unknown_builtin(value)
+        if unknown is not None:
+            self.issue(key, value, ALLOWED_BUILTIN, unknown)
+            return None
         problem = file_problem(path)
         if problem is not None:
             self.issue(key, value, f"an existing {what} file (resolved to {path})", problem)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.plugins import ENTRY_POINT_GROUP, load_entry_points
+from simulator.builtin_data import is_builtin
 from simulator.errors import InputError, Issue, make_issue
 from simulator.loading import fill_defaults, read_document, resolve_path, schema_issues
 from simulator.scenario.build import build_scenario
@@ -83,6 +84,8 @@ TRACE_PREFIX = "trace://"
 def _absolute(value: str, base: Path) -> str:
     if value.startswith(TRACE_PREFIX):
         return TRACE_PREFIX + _absolute(value[len(TRACE_PREFIX) :], base)
+    if is_builtin(value):  # names the same shipped file from anywhere
+        return value
     path = resolve_path(base, value)
     try:
         return str(path.resolve())

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from simulator.builtin_data import ALLOWED as ALLOWED_BUILTIN
+from simulator.builtin_data import unknown_builtin
 from simulator.errors import Issue, make_issue
 from simulator.input_files import file_problem
 from simulator.limits import MAX_REQUESTS
@@ -73,6 +75,10 @@ class _Builder:
         if (path, fmt) not in self._traces:
             self._traces[(path, fmt)] = load_trace(path, fmt)
             table, found = self._traces[(path, fmt)]
+            unknown = unknown_builtin(name)
+            if unknown is not None:
+                self.issue(key, name, ALLOWED_BUILTIN, unknown)
+                return None
             problem = file_problem(path)
             if problem is not None:
                 self.issue(

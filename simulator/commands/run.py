@@ -1,0 +1,108 @@
+"""``simulate run SCENARIO``: run a scenario file and write its results.
+
+Writes ``summary.json``, ``requests.csv``, ``timeseries.csv``,
+``scenario.resolved.yaml`` and ``run.json`` into DIR (default:
+``metrics.output_dir`` of the scenario, else ``results/<scenario_id>``) and
+prints a table of the headline numbers; ``--report`` adds the figures,
+``report.md`` and ``report.html`` of :mod:`simulator.report` in ``DIR/report``.
+Exit status 0 on success, 2 on bad input (with one message naming the file,
+key, value and what is allowed). ``SCENARIO`` may name a shipped example as
+``builtin:scenarios/examples/NAME.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from simulator.scenario import Scenario
+
+HELP = "run a scenario file and write its results"
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``simulate run``."""
+    parser.add_argument(
+        "scenario",
+        help="scenario YAML or JSON file, or builtin:scenarios/examples/NAME.yaml",
+    )
+    parser.add_argument("-o", "--output", type=Path, default=None, help="results directory")
+    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. --set scheduler.verify.batching.max_batch=16",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print no table or progress")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="also write figures, report.md and report.html into DIR/report",
+    )
+
+
+def output_dir(option: Path | None, scenario: Scenario) -> Path:
+    """Return the results directory, refused before the run if it cannot be written."""
+    from simulator.outputs import check_output_dir
+
+    if option is not None:
+        check_output_dir(option, "command line", "-o/--output")
+        return option
+    configured = scenario.metrics.output_dir
+    if configured:
+        out_dir = Path(configured)
+        check_output_dir(out_dir, str(scenario.source_file), "metrics.output_dir")
+        return out_dir
+    out_dir = Path("results") / scenario.scenario_id
+    check_output_dir(out_dir, str(scenario.source_file), "scenario_id (results/<scenario_id>)")
+    return out_dir
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run ``simulate run``."""
+    from simulator.cli_support import run_guarded
+
+    if args.seed is not None and args.seed < 0:
+        print(f"error: --seed must be >= 0 (got {args.seed})", file=sys.stderr)
+        return 2
+
+    def entry() -> int:
+        from simulator.builtin_data import scenario_path
+        from simulator.console import headline_table
+        from simulator.outputs import write_results
+        from simulator.progress import TerminalProgress
+        from simulator.runner import run
+        from simulator.scenario import load_scenario
+
+        scenario = load_scenario(
+            scenario_path(args.scenario), overrides=args.overrides, seed=args.seed
+        )
+        out_dir = output_dir(args.output, scenario)
+        progress = TerminalProgress(enabled=not args.quiet)
+        logger.info("running scenario %s (seed %d)", scenario.scenario_id, scenario.seed)
+        try:
+            result = run(scenario, progress=progress)
+        finally:
+            progress.close()
+        write_results(result, out_dir, argv=getattr(args, "argv", None))
+        if not args.quiet:
+            print(headline_table(result.summary))
+            print(f"results in {out_dir} ({result.wall_s:.2f} s wall)")
+        if args.report:
+            from simulator.report import load_run, write_report
+
+            reports = write_report([load_run(out_dir)], out_dir / "report")
+            if not args.quiet:
+                print(f"report in {reports[0]}")
+        return 0
+
+    return run_guarded(entry)
