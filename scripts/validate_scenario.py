@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", type=Path, help="files or directories")
     parser.add_argument(
         "--kind",
-        choices=("scenario", "lut", "profile", "acceptance"),
+        choices=("scenario", "lut", "profile", "acceptance", "sweep"),
         default=None,
         help="treat every file as this kind instead of detecting it",
     )

@@ -4,6 +4,8 @@ Usage::
 
     simulate SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet] [--report]
     simulate policies [--json]
+    simulate sweep SWEEP [-o DIR] [--executor local|ray] [--workers N] [--ray-address ADDR]
+    simulate capacity SCENARIO --slo-attainment F [--low L] [--high H] [--tolerance T]
 
 Writes ``summary.json``, ``requests.csv``, ``timeseries.csv``,
 ``scenario.resolved.yaml`` and ``run.json`` into DIR (default:
@@ -126,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     words = list(argv) if argv is not None else sys.argv[1:]
     if words[:1] == [POLICIES_COMMAND]:
         return _policies_command(words[1:])
+    if words[:1] in (["sweep"], ["capacity"]):  # sweeps: simulator/sweeps/commands.py
+        from simulator.sweeps.commands import capacity_command, sweep_command
+
+        return (sweep_command if words[0] == "sweep" else capacity_command)(words[1:])
     args = _parser().parse_args(argv)
     if args.seed is not None and args.seed < 0:
         print(f"error: --seed must be >= 0 (got {args.seed})", file=sys.stderr)
