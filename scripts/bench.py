@@ -23,6 +23,12 @@ adaptive ``acceptance_feedback`` k controller, Verify-PD's range 2-8) and
 command line's start-up: the median wall time of ``python -m simulator
 --help`` and ``--version`` over seven fresh processes (target: under 0.2 s).
 Timings are measurements, not tests: nothing here fails on a slow machine.
+
+``--sweep`` times a 40-run sweep (``scenarios/sweeps/bench_sweep.yaml``:
+200 requests of the low-RTT distributed example at 40 arrival scales)
+serially (one worker, in-process) and on the ``local`` process pool with
+one worker per CPU, checks that both give the same table and prints both
+wall times and the speed-up. It is not part of the baseline.
 """
 
 from __future__ import annotations
@@ -153,7 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat", type=int, default=3, help="runs per workload (default 3; best and median)"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sweep", action="store_true", help="time the 40-run sweep serially and on the local pool"
+    )
     args = parser.parse_args(argv)
+    if args.sweep:
+        return _bench_sweep()
     if args.child:
         print(json.dumps(_measure(args.child)))
         return 0
@@ -236,6 +247,29 @@ def _verdict(row: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> str:
         return f"no target (variant of {base}; run it too to compare)"
     ratio = row["verify_rounds_per_wall_s"] / by_name[base]["verify_rounds_per_wall_s"]
     return f"no target; rounds/wall s {ratio:.2f} x {base}'s"
+
+
+def _bench_sweep() -> int:
+    """Time the 40-run benchmark sweep serially and on the local pool; print the speed-up."""
+    import tempfile
+
+    from simulator import sweep
+
+    file = ROOT / "scenarios" / "sweeps" / "bench_sweep.yaml"
+    cpus = _cpus()
+    walls = {}
+    tables = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, workers in (("serial", 1), (f"local x{cpus}", cpus)):
+            started = time.perf_counter()
+            frame = sweep(file, Path(tmp) / label, workers=workers)
+            walls[label] = time.perf_counter() - started
+            tables[label] = (Path(tmp) / label / "sweep.csv").read_bytes()
+            print(f"sweep of {len(frame)} runs, {label:<10} {walls[label]:8.2f} s wall")
+    serial, pooled = walls.values()
+    same = len(set(tables.values())) == 1
+    print(f"speed-up {serial / pooled:.2f}x on {cpus} CPUs; tables identical: {same}")
+    return 0 if same else 1
 
 
 def _cpus() -> int:

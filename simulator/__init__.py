@@ -24,14 +24,27 @@ _EXPORTS = {
     "run": "simulator.runner",
     "Scenario": "simulator.scenario",
     "load_scenario": "simulator.scenario",
+    "sweep": "simulator.sweeps",
+    "capacity": "simulator.sweeps",
 }
 
-__all__ = ["InputError", "Issue", "Result", "Scenario", "__version__", "load_scenario", "run"]
+__all__ = [
+    "InputError",
+    "Issue",
+    "Result",
+    "Scenario",
+    "__version__",
+    "capacity",
+    "load_scenario",
+    "run",
+    "sweep",
+]
 
 if TYPE_CHECKING:
     from simulator.errors import InputError, Issue
     from simulator.runner import Result, run
     from simulator.scenario import Scenario, load_scenario
+    from simulator.sweeps import capacity, sweep
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,8 @@ Usage::
     simulate validate PATH [PATH ...] [--kind KIND]
     simulate plot RUN [RUN ...] [-o OUT]
     simulate policies [--json]
+    simulate sweep SWEEP [-o DIR] [--executor local|ray] [--workers N] [--ray-address ADDR]
+    simulate capacity SCENARIO --slo-attainment F [--low L] [--high H] [--tolerance T]
 
 Every subcommand takes ``-v/--verbose`` (repeat for more) and
 ``--log-level LEVEL``. A first argument that names a subcommand is always that
@@ -34,6 +36,8 @@ COMMANDS: dict[str, str] = {
     "validate": "simulator.commands.validate",
     "plot": "simulator.commands.plot",
     "policies": "simulator.commands.policies",
+    "sweep": "simulator.commands.sweep",
+    "capacity": "simulator.commands.capacity",
 }
 """Subcommand name → module with ``HELP``, ``add_arguments(parser)`` and ``execute(args)``."""
 

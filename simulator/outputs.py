@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from simulator import __version__
+from simulator.content_hash import scenario_sha256
 from simulator.errors import InputError, make_issue
 from simulator.runner import Result
 
@@ -175,7 +176,8 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
 
     ``summary.json``, ``requests.csv`` and ``timeseries.csv`` depend only on
     the scenario and seed (byte-identical across runs); wall-clock time and
-    versions go to ``run.json``.
+    versions go to ``run.json``, with the content hash of the resolved
+    scenario (:func:`~simulator.content_hash.scenario_sha256`).
     """
     check_output_dir(out_dir, str(out_dir), "results directory")
     resolved = result.scenario.resolved()
@@ -194,6 +196,7 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
                 "specdec_sim_version": __version__,
                 "python": sys.version.split()[0],
                 "scenario_file": str(result.scenario.source_file),
+                "scenario_sha256": scenario_sha256(result.scenario),
                 "argv": argv or [],
             },
             indent=2,

@@ -20,8 +20,9 @@ from simulator.errors import InputError, make_issue
 from simulator.loading import read_document
 from simulator.lut import load_lut
 from simulator.scenario import load_scenario
+from simulator.sweeps.spec import load_sweep
 
-FileKind = Literal["scenario", "lut", "profile", "acceptance"]
+FileKind = Literal["scenario", "lut", "profile", "acceptance", "sweep"]
 DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json")
 LUT_SUFFIXES = (".csv", ".parquet")
 
@@ -54,6 +55,8 @@ def detect_kind(path: Path) -> FileKind:
     if isinstance(document, dict):
         if {"scenario_id", "workload", "hardware_profiles", "speculation"} & set(document):
             return "scenario"
+        if "scenario" in document and ({"grid", "points"} & set(document)):
+            return "sweep"
         if "role" in document and "hardware" in document:
             return "profile"
         if "method" in document and "kind" in document:
@@ -64,7 +67,7 @@ def detect_kind(path: Path) -> FileKind:
                 path,
                 "(top level)",
                 sorted(document) if isinstance(document, dict) else type(document).__name__,
-                "a scenario (scenario_id), device profile (role, hardware), "
+                "a scenario (scenario_id), sweep (scenario with grid or points), device profile (role, hardware), "
                 "acceptance curve (method, kind) or LUT (.csv/.parquet)",
                 "cannot tell what kind of file this is",
             )
@@ -92,6 +95,9 @@ def validate_file(path: Path, kind: FileKind | None = None) -> Verdict:
                 f"{_count(len(scenario.devices), 'device class', 'device classes')}, "
                 f"{_count(len(scenario.luts.keys()), 'LUT key', 'LUT keys')}"
             )
+        elif kind == "sweep":
+            sweep = load_sweep(path)  # resolves every point
+            summary = f"sweep {sweep.sweep_id}: {_count(len(sweep.points), 'point', 'points')}"
         elif kind == "lut":
             table = load_lut(path)
             summary = f"LUT: {len(table.keys())} keys"

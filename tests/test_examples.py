@@ -102,7 +102,11 @@ def _runs_or_is_refused(path: Path, overrides: list[str]) -> bool:
     return True
 
 
-@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+RUNNABLE_FILES = [p for p in SCENARIO_FILES if p.parent.name != "sweeps"]
+"""Sweep files (scenarios/sweeps/) are run in tests/test_sweeps.py."""
+
+
+@pytest.mark.parametrize("path", RUNNABLE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_shipped_scenario_runs_and_raise_is_checked_before_the_run(path):
     """A shipped scenario runs as shipped; under lut_out_of_range: raise it either is
     refused by the loader or runs through, never failing mid-run."""

@@ -28,6 +28,10 @@ class LutManager:
         for table in tables:
             self.add(table)
 
+    def __reduce__(self) -> tuple[type[LutManager], tuple[tuple[LutTable, ...]]]:
+        """Pickle as the tables (their memoised lookups are rebuilt on unpickling)."""
+        return (type(self), (tuple(self._tables),))
+
     def __repr__(self) -> str:
         return f"LutManager({len(self._tables)} tables, {len(self._by_key)} keys)"
 

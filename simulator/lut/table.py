@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from simulator.errors import InputError, Issue, make_issue
 from simulator.lut.interpolate import KeyGrid, OutOfRange
@@ -54,6 +54,10 @@ class LutKey:
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __reduce__(self) -> tuple[type[LutKey], tuple[str, str, str, int, int, str]]:
+        """Pickle as the fields: the cached hash of text differs between processes."""
+        return (type(self), self._fields())
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -149,7 +153,19 @@ class LutTable:
         self.row_count = row_count
         self._grids = dict(grids)
         self._keys = frozenset(self._grids)
+        self._cache_size = cache_size
         self._memo = lru_cache(maxsize=cache_size)(self._compute)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the table without its lookup cache (a bound cache cannot be pickled)."""
+        state = dict(self.__dict__)
+        del state["_memo"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled table with an empty lookup cache."""
+        self.__dict__.update(state)
+        self._memo = lru_cache(maxsize=self._cache_size)(self._compute)
 
     def __repr__(self) -> str:
         return f"LutTable({str(self.path)!r}, {len(self._keys)} keys, {self.row_count} rows)"

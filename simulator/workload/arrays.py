@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,3 +43,24 @@ def text_array(values: Any, size: int | None = None) -> StrArray:
     if array.size == 0:
         return np.zeros(0, dtype="<U1")
     return array
+
+
+def rebuild(cls: type[Any], arguments: dict[str, Any]) -> Any:
+    """Construct ``cls(**arguments)``: how the frozen tables are unpickled.
+
+    A table whose ``__post_init__`` wraps a mapping in a read-only
+    :class:`types.MappingProxyType` (which cannot be pickled) pickles as its
+    constructor arguments instead, and is rebuilt (and re-checked) from them.
+    """
+    return cls(**arguments)
+
+
+def constructor_arguments(table: Any) -> dict[str, Any]:
+    """The constructor arguments of a frozen dataclass, read-only mappings as plain dicts."""
+    arguments: dict[str, Any] = {}
+    for item in dataclasses.fields(table):
+        if not item.init:
+            continue
+        value = getattr(table, item.name)
+        arguments[item.name] = dict(value) if isinstance(value, MappingProxyType) else value
+    return arguments

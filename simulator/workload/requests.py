@@ -5,11 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from simulator.workload.arrays import FloatArray, IntArray, StrArray, frozen, text_array
+from simulator.workload.arrays import (
+    FloatArray,
+    IntArray,
+    StrArray,
+    constructor_arguments,
+    frozen,
+    rebuild,
+    text_array,
+)
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
 
 
@@ -66,6 +75,10 @@ class RequestTable:
             raise ValueError("RequestTable.first_id must be >= 0")
         ids = np.arange(self.first_id, self.first_id + size, dtype=np.int64)
         object.__setattr__(self, "request_id", frozen(ids))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as the constructor arguments (the read-only mapping cannot be pickled)."""
+        return (rebuild, (type(self), constructor_arguments(self)))
 
     @classmethod
     def from_columns(

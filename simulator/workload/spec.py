@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
+from simulator.workload.arrays import constructor_arguments, rebuild
 from simulator.workload.arrivals import ArrivalProcess
 from simulator.workload.closed_loop import ClosedLoop
 from simulator.workload.distributions import LengthDistribution
@@ -108,6 +110,10 @@ class WorkloadSpec:
         elif not timed:
             raise ValueError("an open-loop synthetic workload needs an arrival process")
         object.__setattr__(self, "slo_classes", MappingProxyType(dict(self.slo_classes)))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as the constructor arguments (the read-only mapping cannot be pickled)."""
+        return (rebuild, (type(self), constructor_arguments(self)))
 
     @property
     def is_synthetic(self) -> bool:

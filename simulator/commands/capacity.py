@@ -1,0 +1,81 @@
+"""``simulate capacity SCENARIO --slo-attainment F``: the highest rate meeting an SLO attainment.
+
+Bisects ``workload.arrival_scale`` (as DistServe and Vidur-Search do) and
+prints every probe, then the highest passing rate in requests/s and per GPU;
+see ``docs/sweeps.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
+
+HELP = "bisect workload.arrival_scale for the highest rate meeting an SLO attainment"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``simulate capacity``."""
+    parser.add_argument("scenario", type=Path, help="scenario YAML or JSON file (open loop)")
+    parser.add_argument(
+        "--slo-attainment", type=float, required=True, help="fraction of requests meeting their SLO"
+    )
+    parser.add_argument(
+        "--low",
+        type=float,
+        default=DEFAULT_LOW,
+        help=f"lowest arrival_scale (default {DEFAULT_LOW})",
+    )
+    parser.add_argument(
+        "--high",
+        type=float,
+        default=DEFAULT_HIGH,
+        help=f"highest arrival_scale (default {DEFAULT_HIGH})",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"stop when the interval is this relative width (default {DEFAULT_TOLERANCE})",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print the result line only")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run ``simulate capacity``."""
+    from simulator.cli_support import run_guarded
+
+    def entry() -> int:
+        from simulator.sweeps.search import capacity
+
+        result = capacity(
+            args.scenario,
+            args.slo_attainment,
+            overrides=args.overrides,
+            seed=args.seed,
+            low=args.low,
+            high=args.high,
+            tolerance=args.tolerance,
+        )
+        if not args.quiet:
+            print(f"{'arrival_scale':>14} {'requests/s':>11} {'attainment':>11}  verdict")
+            for p in result.probes:
+                attained = "-" if p.slo_attainment is None else f"{p.slo_attainment:.1%}"
+                print(
+                    f"{p.arrival_scale:>14.4g} {p.offered_requests_per_s:>11.4g} {attained:>11}  "
+                    f"{'pass' if p.passed else 'fail'}"
+                )
+        print(result.describe())
+        return 0
+
+    return run_guarded(entry)

@@ -1,0 +1,49 @@
+"""``simulate sweep SWEEP``: run a scenario at every point of a sweep file.
+
+Writes one table (``sweep.csv``, and ``sweep.parquet`` with pyarrow) plus each
+run's results directory; see ``docs/sweeps.md``. Exit status 1 when a run
+failed (recorded in the table), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "run a scenario at every point of a sweep file and tabulate the runs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``simulate sweep``."""
+    parser.add_argument("sweep", type=Path, help="sweep YAML or JSON file")
+    parser.add_argument(
+        "-o", "--output", type=Path, default=None, help="directory (default results/sweeps/<id>)"
+    )
+    parser.add_argument("--executor", default="local", help="local (default) or ray")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="processes (default: this machine's CPUs)"
+    )
+    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (ray only)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print no summary line")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run ``simulate sweep``."""
+    from simulator.cli_support import run_guarded
+
+    def entry() -> int:
+        from simulator.sweeps.run import sweep
+
+        frame = sweep(
+            args.sweep,
+            args.output,
+            executor=args.executor,
+            workers=args.workers,
+            ray_address=args.ray_address,
+        )
+        if not args.quiet:
+            failed = int((frame["status"] == "failed").sum())
+            print(f"{len(frame)} runs, {failed} failed")
+        return 1 if (frame["status"] == "failed").any() else 0
+
+    return run_guarded(entry)

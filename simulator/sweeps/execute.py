@@ -1,0 +1,192 @@
+"""Running a sweep's points: one task per point, in this process, a process pool or Ray.
+
+A task runs one scenario and writes its results directory; it returns the
+summary (or the error) to the caller, which alone writes the table. Tasks
+share nothing, so the table does not depend on the executor or the number
+of workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError, make_issue
+from simulator.outputs import write_results
+from simulator.runner import run
+from simulator.scenario.model import Scenario
+
+EXECUTORS = ("local", "ray")
+"""Names accepted by ``--executor``."""
+
+RAY_EXTRA = "pip install 'specdec-sim[ray]'"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One point to run.
+
+    Attributes:
+        index: The point's index.
+        scenario: Its resolved scenario.
+        out_dir: Its results directory.
+    """
+
+    index: int
+    scenario: Scenario
+    out_dir: Path
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a task returned.
+
+    Attributes:
+        index: The point's index.
+        summary_json: The text of its ``summary.json`` (``None`` when it failed).
+        error: ``ExceptionType: message`` on one line when it failed, else ``None``.
+        wall_s: Wall-clock seconds the task took.
+    """
+
+    index: int
+    summary_json: str | None
+    error: str | None
+    wall_s: float
+
+
+def one_line(exc: BaseException) -> str:
+    """``ExceptionType: message`` with the message's lines joined by `` | ``."""
+    text = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def run_task(task: Task) -> Outcome:
+    """Run one point and write its results directory; a failure is returned, not raised."""
+    started = time.perf_counter()
+    try:
+        result = run(task.scenario)
+        write_results(result, task.out_dir, argv=[])
+        text = (task.out_dir / "summary.json").read_text(encoding="utf-8")
+    except Exception as exc:  # a failing run is recorded and the others go on
+        return Outcome(task.index, None, one_line(exc), time.perf_counter() - started)
+    return Outcome(task.index, text, None, time.perf_counter() - started)
+
+
+def default_workers() -> int:
+    """The CPUs this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_executor(executor: str, workers: int | None) -> None:
+    """Refuse an unknown executor or a worker count below 1.
+
+    Raises:
+        InputError: Naming the option, the value and what is allowed.
+    """
+    issues = []
+    if executor not in EXECUTORS:
+        issues.append(
+            make_issue(
+                "command line", "--executor", executor, " or ".join(EXECUTORS), "unknown executor"
+            )
+        )
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        issues.append(make_issue("command line", "--workers", workers, "an integer >= 1"))
+    if issues:
+        raise InputError(issues)
+
+
+def execute(
+    tasks: Sequence[Task],
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+) -> Iterator[Outcome]:
+    """Run ``tasks`` and yield each outcome as it finishes (in any order).
+
+    ``local`` with one worker runs the tasks one after another in this
+    process; with more, in a process pool of that size. ``ray`` submits one
+    Ray task per point, to the cluster at ``ray_address`` or to a local Ray
+    started with ``workers`` CPUs.
+    """
+    if not tasks:
+        return
+    if executor == "ray":
+        yield from _ray(tasks, workers, ray_address)
+    elif workers == 1:
+        for task in tasks:
+            yield run_task(task)
+    else:
+        yield from _pool(tasks, workers)
+
+
+def _pool(tasks: Sequence[Task], workers: int) -> Iterator[Outcome]:
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        pending = {pool.submit(run_task, task) for task in tasks}
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError(
+            [
+                make_issue(
+                    "command line",
+                    "--executor",
+                    "ray",
+                    f"local, or ray once Ray is installed ({RAY_EXTRA})",
+                    "Ray is not installed",
+                )
+            ]
+        ) from None
+    return ray
+
+
+def _ray(tasks: Sequence[Task], workers: int, address: str | None) -> Iterator[Outcome]:
+    ray = _import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        else:
+            ray.init(
+                num_cpus=workers,
+                include_dashboard=False,
+                logging_level="ERROR",
+                log_to_driver=False,
+            )
+    remote: Callable[..., Any] = ray.remote(num_cpus=1)(run_task).remote
+    try:
+        pending = [remote(task) for task in tasks]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                yield ray.get(ref)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def read_summary(out_dir: Path) -> dict[str, Any]:
+    """The ``summary.json`` of a results directory."""
+    loaded: dict[str, Any] = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    return loaded

@@ -1,0 +1,238 @@
+"""Sweeps: tables identical across executors, resume, failures, errors, capacity search."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from simulator import load_scenario, run
+from simulator.cli import main
+from simulator.errors import InputError
+from simulator.sweeps import capacity, sweep
+from simulator.sweeps import execute as execute_module
+from tests.engine_fixtures import synthetic, write_scenario
+
+
+def _scenario(tmp_path: Path) -> Path:
+    return write_scenario(tmp_path, mode="distributed", workload=synthetic(12, 4.0, 64, 16))
+
+
+def _sweep_file(tmp_path: Path, body: dict) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"scenario": "scenario.yaml", **body}))
+    return path
+
+
+GRID = {"grid": {"seed": [1, 2], "workload.arrival_scale": [0.5, 1.0, 2.0, 4.0]}}
+
+
+def test_eight_runs_identical_on_one_and_two_workers(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, GRID)
+    one = sweep(file, tmp_path / "one", workers=1)
+    two = sweep(file, tmp_path / "two", workers=2)
+    pd.testing.assert_frame_equal(one, two)
+    assert len(one) == 8
+    assert list(one["point"]) == list(range(8))
+    assert list(one["seed"]) == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert list(one["workload.arrival_scale"])[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert (one["status"] == "ok").all()
+    assert (tmp_path / "one/sweep.csv").read_bytes() == (tmp_path / "two/sweep.csv").read_bytes()
+    assert "wall" not in (tmp_path / "one/sweep.csv").read_text().splitlines()[0]
+    # Each point's own results directory holds the run (its summary is the row's source).
+    summary = json.loads((tmp_path / "one/runs/0005/summary.json").read_text())
+    assert one.loc[5, "latency_ms.ttft.p99"] == summary["latency_ms"]["ttft"]["p99"]
+    assert summary["seed"] == 2
+    # A higher arrival scale offers more requests per second.
+    assert one.loc[3, "offered_requests_per_s"] > one.loc[0, "offered_requests_per_s"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="Ray is not installed (pip install 'specdec-sim[ray]'); CI installs .[test] only",
+)
+def test_ray_local_gives_the_same_table(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, GRID)
+    sweep(file, tmp_path / "local", workers=1)
+    sweep(file, tmp_path / "ray", executor="ray", workers=2)
+    assert (tmp_path / "local/sweep.csv").read_bytes() == (tmp_path / "ray/sweep.csv").read_bytes()
+
+
+def test_resume_skips_finished_runs(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"grid": {"workload.arrival_scale": [0.5, 1.0, 2.0, 4.0]}})
+    out = tmp_path / "out"
+    sweep(file, out, workers=1)
+    first = (out / "sweep.csv").read_bytes()
+    kept = (out / "runs/0000/run.json").stat().st_mtime_ns
+    # As a killed sweep leaves it: two runs finished, no table yet.
+    for name in ("0002", "0003"):
+        for entry in (out / "runs" / name).iterdir():
+            entry.unlink()
+        (out / "runs" / name).rmdir()
+    (out / "sweep.csv").unlink()
+    sweep(file, out, workers=2)
+    runs = pd.read_csv(out / "sweep_runs.csv")
+    assert list(runs["outcome"]) == ["resumed", "resumed", "ran", "ran"]
+    assert (out / "runs/0000/run.json").stat().st_mtime_ns == kept
+    assert (out / "sweep.csv").read_bytes() == first
+
+
+def test_a_changed_scenario_is_rerun(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
+    out = tmp_path / "out"
+    sweep(file, out, workers=1)
+    info_path = out / "runs/0001/run.json"
+    info = json.loads(info_path.read_text())
+    info["scenario_sha256"] = "0" * 64
+    info_path.write_text(json.dumps(info))
+    sweep(file, out, workers=1)
+    assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["resumed", "ran"]
+    assert json.loads(info_path.read_text())["scenario_sha256"] != "0" * 64
+
+
+def test_a_failing_run_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"grid": {"seed": [1, 2, 3]}})
+    real_run = execute_module.run
+
+    def failing(scenario):
+        if scenario.seed == 2:
+            raise RuntimeError("broken\nsecond line")
+        return real_run(scenario)
+
+    monkeypatch.setattr(execute_module, "run", failing)
+    frame = sweep(file, tmp_path / "out", workers=1)
+    assert list(frame["status"]) == ["ok", "failed", "ok"]
+    assert frame.loc[1, "error"] == "RuntimeError: broken | second line"
+    assert pd.isna(frame.loc[1, "latency_ms.ttft.p99"])
+    assert not (tmp_path / "out/runs/0001").exists()
+    assert (tmp_path / "out/runs/0002/summary.json").is_file()
+    # The failed point is run again next time; the others are not.
+    monkeypatch.setattr(execute_module, "run", real_run)
+    again = sweep(file, tmp_path / "out", workers=1)
+    assert list(again["status"]) == ["ok", "ok", "ok"]
+    outcomes = pd.read_csv(tmp_path / "out/sweep_runs.csv")["outcome"]
+    assert list(outcomes) == ["resumed", "ran", "resumed"]
+
+
+def test_cli_sweep_writes_the_table(tmp_path, capsys):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"sweep_id": "s", "points": [{"speculation.k": 2}]})
+    assert main(["sweep", str(file), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
+    assert "1 runs, 0 failed" in capsys.readouterr().out
+    assert pd.read_csv(tmp_path / "out/sweep.csv").loc[0, "speculation.k"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"grid": {"workload.arival_scale": [1, 2]}}, "arival_scale"),
+        ({"grid": {"speculation.k": [2, -1]}}, "speculation.k"),
+        ({"grid": {"seed": []}}, "grid.seed"),
+        ({"grid": {"seed": [1]}, "points": [{"seed": 1}]}, "exactly one of grid"),
+        ({}, "exactly one of grid"),
+        ({"grid": {"seed": [1]}, "executor": "ray"}, "executor"),
+    ],
+)
+def test_bad_sweep_files_fail_up_front(tmp_path, capsys, body, expected):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, body)
+    assert main(["sweep", str(file), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert str(file) in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_executor_and_bad_workers_are_refused(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"grid": {"seed": [1]}})
+    with pytest.raises(InputError, match="unknown executor"):
+        sweep(file, tmp_path / "out", executor="dask")
+    with pytest.raises(InputError, match="--workers"):
+        sweep(file, tmp_path / "out", workers=0)
+    assert not (tmp_path / "out").exists()
+
+
+def test_scenario_and_result_pickle(tmp_path):
+    scenario = load_scenario(_scenario(tmp_path))
+    copy = pickle.loads(pickle.dumps(scenario))
+    assert copy.resolved_json == scenario.resolved_json
+    result = run(scenario)
+    again = pickle.loads(pickle.dumps(result))
+    assert again.summary == result.summary
+    assert again.requests.equals(result.requests)
+    assert run(copy).summary == result.summary
+
+
+def test_capacity_bisects_to_the_highest_passing_scale(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(40, 10.0, 64, 16, slo={"ttft_ms": 150, "tpot_ms": 100, "tvt_ms": 200}),
+    )
+    found = capacity(path, 0.9, low=0.1, high=50.0, tolerance=0.1)
+    assert found.best is not None and found.best.passed
+    assert not found.capped
+    failing = [p.arrival_scale for p in found.probes if not p.passed]
+    above = min(s for s in failing if s > found.best.arrival_scale)
+    assert above <= found.best.arrival_scale * 1.1
+    assert all(p.passed for p in found.probes if p.arrival_scale <= found.best.arrival_scale)
+    assert found.gpus == 1
+    assert found.requests_per_gpu_s == found.best.offered_requests_per_s
+    assert "requests/s per GPU" in found.describe()
+
+
+def test_capacity_cli_and_no_passing_rate(tmp_path, capsys):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(20, 10.0, 64, 16, slo={"ttft_ms": 1, "tpot_ms": 1, "tvt_ms": 1}),
+    )
+    assert main(["capacity", str(path), "--slo-attainment", "0.9", "-q"]) == 0
+    assert "no rate meets SLO attainment 90.0%" in capsys.readouterr().out
+    assert main(["capacity", str(path), "--slo-attainment", "1.5"]) == 2
+    assert "--slo-attainment" in capsys.readouterr().err
+
+
+def test_a_pickled_scenario_runs_under_another_hash_seed(tmp_path):
+    # Ray workers are fresh processes: text hashes differ from the parent's.
+    import os
+    import subprocess
+    import sys
+
+    scenario = load_scenario(_scenario(tmp_path))
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(scenario))
+    code = (
+        "import pickle, sys; from simulator import run; "
+        "s = pickle.load(open(sys.argv[1], 'rb')); print(run(s).summary['requests']['completed'])"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "s.pkl")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == run(scenario).summary["requests"]["completed"]
+
+
+@pytest.mark.parametrize("name", ["low_rtt_k_rate.yaml", "bench_sweep.yaml"])
+def test_shipped_sweep_files_resolve(name):
+    from simulator.sweeps import load_sweep
+
+    loaded = load_sweep(Path(__file__).resolve().parent.parent / "scenarios" / "sweeps" / name)
+    assert len(loaded.points) == {"low_rtt_k_rate.yaml": 4, "bench_sweep.yaml": 40}[name]
+    assert len({p.sha256 for p in loaded.points}) == len(loaded.points)
