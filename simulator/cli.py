@@ -3,13 +3,16 @@
 Usage::
 
     simulate SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet] [--report]
+                      [--trace-events FILE [--trace-requests N] [--trace-max-events N]]
     simulate policies [--json]
 
 Writes ``summary.json``, ``requests.csv``, ``timeseries.csv``,
 ``scenario.resolved.yaml`` and ``run.json`` into DIR (default:
 ``metrics.output_dir`` of the scenario, else ``results/<scenario_id>``) and
 prints a table of the headline numbers; ``--report`` adds the figures,
-``report.md`` and ``report.html`` of :mod:`simulator.report` in ``DIR/report``. Exit status 0 on success, 2 on bad
+``report.md`` and ``report.html`` of :mod:`simulator.report` in ``DIR/report``;
+``--trace-events FILE`` writes the run's timeline as Chrome trace-event JSON
+(see :mod:`simulator.trace_events`). Exit status 0 on success, 2 on bad
 input (with one message naming the file, key, value and what is allowed).
 
 ``simulate policies`` lists every policy family, its policies (built-in or
@@ -31,6 +34,7 @@ from simulator.console import headline_table
 from simulator.outputs import check_output_dir, write_results
 from simulator.runner import run
 from simulator.scenario import Scenario, load_scenario
+from simulator.trace_events import add_trace_arguments, timeline_tracer
 
 PROGRESS_AFTER_S = 3.0
 
@@ -61,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also write figures, report.md and report.html into DIR/report",
     )
+    add_trace_arguments(parser)
     return parser
 
 
@@ -134,10 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     def entry() -> int:
         scenario = load_scenario(args.scenario, overrides=args.overrides, seed=args.seed)
         out_dir = _output_dir(args.output, scenario)
+        tracer = timeline_tracer(
+            args.trace_events, args.trace_requests, args.trace_max_events, out_dir
+        )
         progress = _Progress(enabled=not args.quiet)
-        result = run(scenario, progress=progress)
+        result = run(scenario, progress=progress, tracer=tracer)
         progress.close()
         write_results(result, out_dir, argv=list(argv) if argv is not None else sys.argv[1:])
+        if tracer is not None:
+            tracer.write(args.trace_events)
         if not args.quiet:
             print(headline_table(result.summary))
             print(f"results in {out_dir} ({result.wall_s:.2f} s wall)")
