@@ -4,6 +4,7 @@ Usage::
 
     simulate [--version] [-h]
     simulate run SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet] [--report]
+                 [--trace-events FILE [--trace-requests N] [--trace-max-events N]]
     simulate SCENARIO ...                 (the same as ``simulate run SCENARIO ...``)
     simulate validate PATH [PATH ...] [--kind KIND]
     simulate plot RUN [RUN ...] [-o OUT]

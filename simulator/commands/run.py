@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also write figures, report.md and report.html into DIR/report",
     )
+    from simulator.trace_events import add_trace_arguments
+
+    add_trace_arguments(parser)
 
 
 def output_dir(option: Path | None, scenario: Scenario) -> Path:
@@ -82,18 +85,24 @@ def execute(args: argparse.Namespace) -> int:
         from simulator.progress import TerminalProgress
         from simulator.runner import run
         from simulator.scenario import load_scenario
+        from simulator.trace_events import timeline_tracer
 
         scenario = load_scenario(
             scenario_path(args.scenario), overrides=args.overrides, seed=args.seed
         )
         out_dir = output_dir(args.output, scenario)
+        tracer = timeline_tracer(
+            args.trace_events, args.trace_requests, args.trace_max_events, out_dir
+        )
         progress = TerminalProgress(enabled=not args.quiet)
         logger.info("running scenario %s (seed %d)", scenario.scenario_id, scenario.seed)
         try:
-            result = run(scenario, progress=progress)
+            result = run(scenario, progress=progress, tracer=tracer)
         finally:
             progress.close()
         write_results(result, out_dir, argv=getattr(args, "argv", None))
+        if tracer is not None:
+            tracer.write(args.trace_events)
         if not args.quiet:
             print(headline_table(result.summary))
             print(f"results in {out_dir} ({result.wall_s:.2f} s wall)")

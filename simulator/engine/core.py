@@ -56,7 +56,7 @@ from simulator.engine.request_state import RequestRecord, RequestState, to_recor
 from simulator.engine.runtime import Runtime
 from simulator.engine.target import TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
-from simulator.engine.tracing import NullTracer, Tracer
+from simulator.engine.tracing import NullTracer, Span, Tracer
 from simulator.engine.usage import ClassUsage, class_usage
 from simulator.rng import BufferedDraws, RandomStreams
 from simulator.scenario.model import Link, PolicyChoice
@@ -372,6 +372,33 @@ class Engine:
         channel = req.downlink
         return sent_s if channel is None else channel.send(nbytes, sent_s)
 
+    def _trace_transfer(
+        self,
+        req: RequestState,
+        phase: str,
+        uplink: bool,
+        sent_s: float,
+        arrive_s: float,
+        tokens: int,
+    ) -> None:
+        """Report a transfer of the request's (``phase``: what it carries) to the tracer."""
+        channel = req.uplink if uplink else req.downlink
+        if channel is None:
+            return
+        link = channel.link
+        self.tracer.span(
+            Span(
+                "link",
+                f"{link.src}->{link.dst}/{req.device}",
+                "up" if uplink else "down",
+                phase,
+                sent_s,
+                arrive_s - sent_s,
+                (req.request_id,),
+                tokens,
+            )
+        )
+
     def choose_k(self, req: RequestState) -> None:
         """Ask the k controller for the request's next draft length."""
         target = self.replicas[req.replica]
@@ -613,6 +640,8 @@ class Engine:
         if self._predicts_ttft:
             self._expect_prefill(req, replica)
         arrive_s = self._upload(req, req.prompt_tokens * self._payload.bytes_per_prompt_token, now)
+        if self.tracing:
+            self._trace_transfer(req, "prompt", True, now, arrive_s, req.prompt_tokens)
         self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
         if req.drafter is not None:
             req.drafter.admit(req)
@@ -746,6 +775,8 @@ class Engine:
         req.first_token_server_s = now
         req.tpot_origin_s = now
         arrive_s = self._download(req, self._payload.bytes_per_result_token, now)
+        if self.tracing:
+            self._trace_transfer(req, "first_token", False, now, arrive_s, 1)
         drafter = req.drafter
         if drafter is not None:
 
@@ -783,6 +814,8 @@ class Engine:
             # their bytes count, their delay is the last token's.
             req.downlink.count((req.output_tokens - 2) * payload)
         arrive_s = self._download(req, payload, now_s)
+        if self.tracing:
+            self._trace_transfer(req, "last_token", False, now_s, arrive_s, 1)
         self._at(arrive_s, lambda: self._complete(req, replica))
 
     def _complete(self, req: RequestState, replica: TargetReplica) -> None:
@@ -805,11 +838,15 @@ class Engine:
         """The request's device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
         req.round_sent_s = sent_s
         arrive_s = self._upload(req, req.k * self._payload.bytes_per_draft_token, sent_s)
+        if self.tracing:
+            self._trace_transfer(req, "bundle", True, sent_s, arrive_s, req.k)
         self.replicas[req.replica].enqueue_step(req, VERIFY, arrive_s)
 
     def on_verified(self, req: RequestState, gained: int, now_s: float) -> None:
         """A verify iteration committed ``gained`` tokens: send them back."""
         arrive_s = self._download(req, gained * self._payload.bytes_per_result_token, now_s)
+        if self.tracing:
+            self._trace_transfer(req, "result", False, now_s, arrive_s, gained)
         if req.remaining <= 0:
             req.finish_server_s = now_s
         self._at(arrive_s, lambda: self._result_arrives(req))

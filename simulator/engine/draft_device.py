@@ -52,6 +52,7 @@ from simulator.engine.heat import Heat
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ClientPool
+from simulator.engine.tracing import Span
 
 INF = float("inf")
 
@@ -251,6 +252,19 @@ class DraftDevice:
         energy_j /= factor
         self._book(now, latency_s, energy_j)
         req.draft_energy_j += energy_j
+        if self.context.tracing:
+            self.context.tracer.span(
+                Span(
+                    "device",
+                    f"{self.pool}/{self.index}",
+                    "draft",
+                    "draft_prefill",
+                    now,
+                    latency_s,
+                    (req.request_id,),
+                    req.prompt_tokens,
+                )
+            )
         call_at(self.env, now + latency_s, lambda: self._prefill_done(req))
 
     def _prefill_done(self, req: RequestState) -> None:
@@ -298,6 +312,20 @@ class DraftDevice:
                 "draft_burst",
                 f"device {self.pool}/{self.index}",
                 f"n={len(batch)} k={steps}" + (f" model={model.name}" if self._several else ""),
+            )
+            self.context.tracer.span(
+                Span(
+                    "device",
+                    f"{self.pool}/{self.index}",
+                    "draft",
+                    "draft",
+                    start,
+                    offset,
+                    tuple(req.request_id for req in batch),
+                    sum(req.k for req in batch),
+                    steps,
+                    steps,
+                )
             )
         for done_after_s, req in done:
             self.lifecycle.send_bundle(req, start + done_after_s)

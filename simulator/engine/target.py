@@ -72,6 +72,7 @@ from simulator.engine.lifecycle import ServerContext
 from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ReplicaPlan
 from simulator.engine.signals import ReplicaWindow
+from simulator.engine.tracing import Span
 
 INF = float("inf")
 
@@ -616,6 +617,18 @@ class TargetReplica:
             self.context.tracer.event(
                 now, "prefill_start", f"replica {self.index}", f"n={n} context={mean_context:.1f}"
             )
+            self.context.tracer.span(
+                Span(
+                    "replica",
+                    str(self.index),
+                    "prefill",
+                    "prefill",
+                    now,
+                    latency_s,
+                    tuple(req.request_id for req, _ in batch),
+                    sum(req.context for req, _ in batch),
+                )
+            )
         self._busy = True
         call_at(
             self.env,
@@ -741,6 +754,20 @@ class TargetReplica:
             self.context.tracer.event(
                 self.env.now, "decode", f"replica {self.index}", f"n={n} iterations={done}"
             )
+            self.context.tracer.span(
+                Span(
+                    "replica",
+                    str(self.index),
+                    "decode",
+                    DECODE,
+                    run.start_s,
+                    elapsed_s,
+                    tuple(req.request_id for req in batch),
+                    n * done,
+                    0,
+                    done,
+                )
+            )
         self._apply_decode(batch, done)
         self._end_iteration()
 
@@ -812,6 +839,19 @@ class TargetReplica:
                 f"{kind}_start",
                 f"replica {self.index}",
                 f"n={n} k={fanout}" + (f" microbatches={groups}" if groups > 1 else ""),
+            )
+            self.context.tracer.span(
+                Span(
+                    "replica",
+                    str(self.index),
+                    "decode",
+                    kind,
+                    now,
+                    latency_s,
+                    tuple(req.request_id for req in batch),
+                    sum(req.k + 1 for req in batch),
+                    fanout,
+                )
             )
         self._busy = True
         call_at(
@@ -906,6 +946,21 @@ class TargetReplica:
                 "mixed_start",
                 f"replica {self.index}",
                 f"{kind or 'prefill'} n={len(batch)} chunks={len(chunks)} chunk_tokens={tokens}",
+            )
+            step_tokens = self.step_tokens((kind, batch)) if batch else 0
+            self.context.tracer.span(
+                Span(
+                    "replica",
+                    str(self.index),
+                    "decode",
+                    "mixed",
+                    now,
+                    latency_s,
+                    tuple(req.request_id for req in batch)
+                    + tuple(req.request_id for req, _k, _c in chunks),
+                    tokens + step_tokens,
+                    max((req.k for req in batch), default=0) if kind != DECODE else 0,
+                )
             )
         self._busy = True
         call_at(
