@@ -2,14 +2,17 @@
 
 Usage::
 
-    python scripts/plot_metrics.py RESULTS_DIR [RESULTS_DIR ...] [-o OUT]
+    python scripts/plot_metrics.py RESULTS_DIR [RESULTS_DIR ...] [-o OUT] [--label NAME ...]
 
 One directory: figures (PNG and SVG), ``report.md`` and a self-contained
 ``report.html`` go to ``OUT`` (default ``RESULTS_DIR/report``). Several: the
 first run is the baseline; latency CDFs are overlaid and the headline table
 gains the ratio of every other run to it (default ``OUT``: ``comparison/``
-beside the first directory). Exit status 0, or 2 on a missing or malformed
-results directory.
+beside the first directory). Runs are named by their label (``metadata.label``
+or ``simulate --label``, else the scenario id); ``--label``, once per run in
+the order of the directories, renames them, and runs that share a name gain
+their scenario id, then seed, then position. Exit status 0, or 2 on a missing
+or malformed results directory or more labels than directories.
 """
 
 from __future__ import annotations
@@ -27,10 +30,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="results directories (first: baseline)")
     parser.add_argument("-o", "--output", type=Path, default=None, help="output directory")
+    parser.add_argument(
+        "--label",
+        dest="labels",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="name of a run in tables and legends; once per run, in the order of the directories",
+    )
     args = parser.parse_args(argv)
+    if len(args.labels) > len(args.runs):
+        parser.error(f"{len(args.labels)} --label options for {len(args.runs)} results directories")
 
     def entry() -> int:
-        runs = [load_run(path) for path in args.runs]
+        labels = [*args.labels, *[None] * (len(args.runs) - len(args.labels))]
+        runs = [load_run(path, label) for path, label in zip(args.runs, labels, strict=True)]
         if args.output is not None:
             out = args.output
         elif len(runs) == 1:

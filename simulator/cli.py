@@ -2,13 +2,14 @@
 
 Usage::
 
-    simulate SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet] [--report]
+    simulate SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--label NAME] [--quiet] [--report]
     simulate policies [--json]
 
 Writes ``summary.json``, ``requests.csv``, ``timeseries.csv``,
 ``scenario.resolved.yaml`` and ``run.json`` into DIR (default:
 ``metrics.output_dir`` of the scenario, else ``results/<scenario_id>``) and
-prints a table of the headline numbers; ``--report`` adds the figures,
+prints a table of the headline numbers; ``--label`` names the run in tables
+and legends in place of ``metadata.label``; ``--report`` adds the figures,
 ``report.md`` and ``report.html`` of :mod:`simulator.report` in ``DIR/report``. Exit status 0 on success, 2 on bad
 input (with one message naming the file, key, value and what is allowed).
 
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from simulator.cli_support import run_guarded
 from simulator.console import headline_table
+from simulator.labels import label_override
 from simulator.outputs import check_output_dir, write_results
 from simulator.runner import run
 from simulator.scenario import Scenario, load_scenario
@@ -54,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override a scenario key, e.g. --set scheduler.verify.batching.max_batch=16",
+    )
+    parser.add_argument(
+        "--label", default=None, help="name of the run in tables and legends (metadata.label)"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no table or progress")
     parser.add_argument(
@@ -132,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def entry() -> int:
-        scenario = load_scenario(args.scenario, overrides=args.overrides, seed=args.seed)
+        overrides = [*args.overrides, *([label_override(args.label)] if args.label else [])]
+        scenario = load_scenario(args.scenario, overrides=overrides, seed=args.seed)
         out_dir = _output_dir(args.output, scenario)
         progress = _Progress(enabled=not args.quiet)
         result = run(scenario, progress=progress)
