@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/plot_metrics.py RESULTS_DIR [RESULTS_DIR ...] [-o OUT]
+    python scripts/plot_metrics.py RESULTS_DIR [RESULTS_DIR ...] [-o OUT] [--label NAME ...]
 
 The same as ``simulate plot`` (see :mod:`simulator.commands.plot`). Exit
 status 0, or 2 on a missing or malformed results directory.

@@ -3,11 +3,12 @@
 Usage::
 
     simulate [--version] [-h]
-    simulate run SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--quiet] [--report]
+    simulate run SCENARIO [-o DIR] [--seed N] [--set dotted.key=value ...] [--label NAME]
+                 [--quiet] [--report]
                  [--trace-events FILE [--trace-requests N] [--trace-max-events N]]
     simulate SCENARIO ...                 (the same as ``simulate run SCENARIO ...``)
     simulate validate PATH [PATH ...] [--kind KIND]
-    simulate plot RUN [RUN ...] [-o OUT]
+    simulate plot RUN [RUN ...] [-o OUT] [--label NAME ...]
     simulate policies [--json]
     simulate sweep SWEEP [-o DIR] [--executor local|ray] [--workers N] [--ray-address ADDR]
     simulate capacity SCENARIO --slo-attainment F [--low L] [--high H] [--tolerance T]

@@ -9,6 +9,12 @@ def _fmt(value: Any, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _run_name(summary: dict[str, Any]) -> str:
+    label = summary.get("label")
+    sid = summary["scenario_id"]
+    return f"scenario {sid}" if not label or label == sid else f"{label} (scenario {sid})"
+
+
 def headline_table(summary: dict[str, Any]) -> str:
     """Return a small fixed-width table of the headline metrics of a summary."""
     req = summary["requests"]
@@ -17,7 +23,7 @@ def headline_table(summary: dict[str, Any]) -> str:
     reasons = ", ".join(f"{k} {v}" for k, v in req["rejected_by_reason"].items())
     rejected = f"{req['rejected']} ({reasons})" if reasons else str(req["rejected"])
     lines = [
-        f"scenario {summary['scenario_id']} (mode {summary['mode']}, seed {summary['seed']}, "
+        f"{_run_name(summary)} (mode {summary['mode']}, seed {summary['seed']}, "
         f"{summary['simulated_s']:.1f} s simulated)",
         f"requests   arrived {req['arrived']}  completed {req['completed']}  "
         f"rejected {rejected}  unfinished {req['unfinished']}",
@@ -36,6 +42,7 @@ def headline_table(summary: dict[str, Any]) -> str:
         f"goodput {_fmt(good['requests_per_s'], '.3f')} req/s "
         f"(SLO attainment {_fmt(good['slo_attainment'], '.1%')})"
     )
+    lines += slo_lines(good)
     if spec["verify_steps"]:
         lines.append(
             f"speculation  acceptance {_fmt(spec['acceptance_rate'], '.3f')}  "
@@ -45,6 +52,40 @@ def headline_table(summary: dict[str, Any]) -> str:
     lines.append(cost_line(summary["cost"]))
     lines.append(f"GPU utilisation {_fmt(summary['resources']['gpu_utilization'], '.1%')}")
     return "\n".join(lines)
+
+
+SLO_NAMES = ("ttft", "tpot", "tvt")
+
+
+def _target(value: float | None) -> str:
+    return "no target" if value is None else f"<= {value:g} ms"
+
+
+def slo_lines(goodput: dict[str, Any]) -> list[str]:
+    """Each SLO's target (per class) and pass rate beside the overall attainment.
+
+    Rates share the attainment's denominator (every measured request); TVT
+    reads "does not apply" where the run has no TVT target or no network rounds.
+    """
+    targets = goodput.get("slo_targets_ms") or {}
+    rates = goodput.get("slo_pass_rate") or {}
+    lines = [
+        f"{'SLO':<12} {'target':>12} {'pass rate':>10}   "
+        f"(of {goodput['measured_requests']} measured requests)"
+    ]
+    default = targets.get("default", {})
+    for name in SLO_NAMES:
+        rate = rates.get(name)
+        shown = _fmt(rate, ".1%") if rate is not None or name != "tvt" else "does not apply"
+        lines.append(f"{name.upper():<12} {_target(default.get(f'{name}_ms')):>12} {shown:>10}")
+    lines.append(
+        f"{'all':<12} {'':>12} {_fmt(goodput['slo_attainment'], '.1%'):>10}   (SLO attainment)"
+    )
+    for cls, limits in targets.items():
+        if cls != "default":
+            within = ", ".join(f"{n.upper()} {_target(limits.get(f'{n}_ms'))}" for n in SLO_NAMES)
+            lines.append(f"  class {cls}: {within}")
+    return lines
 
 
 def _names(names: list[str]) -> str:
@@ -64,8 +105,10 @@ def _covered(head: str, section: dict[str, Any], gaps: list[tuple[str, list[str]
 
 def energy_line(energy: dict[str, Any]) -> str:
     """The energy line: J per output token, the classes it covers and those not measured."""
+    per_token = energy["j_per_output_token"]
+    head = "energy not measured" if per_token is None else f"energy {per_token:.3f} J/token"
     return _covered(
-        f"energy {_fmt(energy['j_per_output_token'], '.3f')} J/token",
+        head,
         energy,
         [
             ("not measured", energy["not_measured"]),
@@ -76,8 +119,10 @@ def energy_line(energy: dict[str, Any]) -> str:
 
 def cost_line(cost: dict[str, Any]) -> str:
     """The cost line: $ per 1k tokens, the classes it covers and those without a price."""
+    per_1k = cost["usd_per_1k_tokens"]
+    head = "cost: no price" if per_1k is None else f"cost {per_1k:.4g} $/1k tokens"
     return _covered(
-        f"cost {_fmt(cost['usd_per_1k_tokens'], '.4g')} $/1k tokens",
+        head,
         cost,
         [("no price", cost["not_priced"])],
     )

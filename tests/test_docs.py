@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from simulator import load_scenario, run
 from tests.commands import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,3 +40,31 @@ def test_readme_images_and_links_exist():
     assert "docs/figures/readme_tpot_cdf.png" in local
     for target in local:
         assert (ROOT / target).exists(), target
+
+
+STORY = ("none_baseline", "datacenter_fused", "mobile_cloud_distributed")
+"""The three examples of the README's table, in its order."""
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def test_readme_story_table_matches_full_runs_of_the_examples():
+    """Each row of the README's table is what ``simulate`` gives for the example at full size."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name in STORY:
+        summary = run(load_scenario(ROOT / "scenarios" / "examples" / f"{name}.yaml")).summary
+        lat, good = summary["latency_ms"], summary["goodput"]
+        rates = good["slo_pass_rate"]
+        tvt = "does not apply" if rates["tvt"] is None else _pct(rates["tvt"])
+        cells = [
+            summary["label"],
+            f"{lat['ttft']['p50']:.0f} / {lat['ttft']['p99']:.0f}",
+            f"{lat['tpot']['p50']:.1f} / {lat['tpot']['p99']:.1f}",
+            f"{good['requests_per_s']:.2f}",
+            f"{_pct(good['slo_attainment'])} %",
+            f"{_pct(rates['ttft'])} / {_pct(rates['tpot'])} / {tvt} %",
+        ]
+        row = "| " + " | ".join(cells) + " | " + f"{summary['energy']['j_per_output_token']:.3f}"
+        assert row in readme, row

@@ -70,7 +70,14 @@ def _expected_acceptance_rate(curve: Path, k: int) -> float:
 
 
 @pytest.mark.parametrize(
-    "name", ["mobile_cloud_distributed", "low_rtt_distributed", "low_rtt_fused", "hybrid_mix"]
+    "name",
+    [
+        "mobile_cloud_distributed",
+        "low_rtt_distributed",
+        "low_rtt_fused",
+        "hybrid_mix",
+        "datacenter_fused",
+    ],
 )
 def test_speculative_examples_accept_what_their_curve_predicts(name):
     """Every example speculates with k = 4 on the Spec-Bench SpS Vicuna-7B curve."""
@@ -117,3 +124,29 @@ def test_shipped_scenario_runs_and_raise_is_checked_before_the_run(path):
         # Prompts of at least 128 tokens are on every shipped LUT's grid.
         assert _runs_or_is_refused(path, [*strict, LONG_PROMPTS])
         assert not loaded  # the shipped traces hold prompts below 128 tokens
+
+
+STORY_PAIRS = [("datacenter_fused", "none_baseline"), ("mobile_cloud_distributed", "none_baseline")]
+"""Each speculative example the README compares with its baseline."""
+
+
+@pytest.mark.parametrize(("name", "baseline"), STORY_PAIRS)
+def test_story_pairs_share_pool_trace_seed_and_slos(name, baseline):
+    run, base = (load_scenario(EXAMPLES / f"{n}.yaml") for n in (name, baseline))
+    assert run.workload.slo_classes == base.workload.slo_classes
+    assert run.resolved()["workload"]["source"] == base.resolved()["workload"]["source"]
+    assert run.resolved()["workload"]["duration_s"] == base.resolved()["workload"]["duration_s"]
+    assert run.seed == base.seed
+    pools = [(d.id, d.count, d.profile_path) for d in run.devices if d.type == "target"]
+    assert pools == [(d.id, d.count, d.profile_path) for d in base.devices if d.type == "target"]
+
+
+def test_fused_speculation_pays_off_where_mobile_drafting_does_not():
+    """The README's story, on the golden (test-size) runs."""
+    base, fused, mobile = (
+        GOLDEN[n] for n in ("none_baseline", "datacenter_fused", "mobile_cloud_distributed")
+    )
+    assert fused["tpot_p50_ms"] < 0.7 * base["tpot_p50_ms"]
+    assert fused["j_per_output_token"] < base["j_per_output_token"]
+    assert mobile["tpot_p50_ms"] > base["tpot_p50_ms"]
+    assert mobile["slo_attainment"] < 0.5 * base["slo_attainment"]

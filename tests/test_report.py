@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from matplotlib.ticker import LogLocator
 
 from simulator import load_scenario, run
 from simulator.cli import main as simulate_main
+from simulator.console import cost_line, energy_line, headline_table
+from simulator.labels import distinct_labels
 from simulator.outputs import write_results
 from simulator.report import figures, load_run, write_report
 from simulator.report.document import figure_specs
 from simulator.report.headline import METRICS, format_value, value_of
+from simulator.report.results import with_distinct_labels
 from tests.commands import run_python
 from tests.engine_fixtures import synthetic, write_scenario
 
@@ -40,15 +46,34 @@ def _png_size(path: Path) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-def test_every_figure_renders_as_png_and_svg(runs, tmp_path):
+def _png_dpi(path: Path) -> float:
+    """Horizontal resolution from the PNG's pHYs chunk (pixels per metre), in dots per inch."""
+    data = path.read_bytes()
+    at = 8
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        kind = data[at + 4 : at + 8]
+        if kind == b"pHYs":
+            body = data[at + 8 : at + 8 + length]
+            assert body[8] == 1  # unit: metre
+            return int.from_bytes(body[0:4], "big") * 0.0254
+        at += 12 + length
+    raise AssertionError(f"{path.name} has no pHYs chunk")
+
+
+def test_every_figure_renders_as_300_dpi_png_beside_svg(runs, tmp_path):
     result = load_run(runs["distributed"])
     out = tmp_path / "report"
     write_report([result], out)
-    for spec in figure_specs([result]):
-        width, height = _png_size(out / f"{spec.stem}.png")
-        assert 400 <= width <= 2000 and 300 <= height <= 1500, spec.stem
+    specs = figure_specs([result])
+    for spec in specs:
+        png = out / f"{spec.stem}.png"
+        figure = spec.draw().get_figure(root=True)
+        width_in, height_in = figure.get_size_inches()
+        assert _png_size(png) == (round(width_in * 300), round(height_in * 300)), spec.stem
+        assert _png_dpi(png) == pytest.approx(300, abs=0.5), spec.stem
         ET.parse(out / f"{spec.stem}.svg")
-    assert len(figure_specs([result])) == 15
+    assert len(specs) == 15  # a distributed run has data for every figure
 
 
 def test_report_numbers_come_from_the_summary(runs, tmp_path):
@@ -63,22 +88,37 @@ def test_report_numbers_come_from_the_summary(runs, tmp_path):
         assert row is not None, metric.label
         assert row.group(1) == expected, metric.label
         assert f"<td>{metric.label}</td><td>{expected}</td>" in page.replace("&#x27;", "'")
-    assert "http" not in page  # self-contained: no external resources
+    # Self-contained: nothing is fetched (base64 data may spell "http" by chance).
+    assert re.search(r"(src|href)=['\"]?(https?:|//)", page) is None
     assert page.count("data:image/png;base64,") == 15
+    for metric in METRICS:
+        if metric.better is not None:
+            assert f"{metric.better} is better" in metric.label
 
 
 def test_comparison_reports_ratios_to_the_first_run(runs, tmp_path):
     baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
     _, md_path = write_report([baseline, other], tmp_path / "comparison")
     markdown = md_path.read_text()
-    assert "| metric | test | test | test / test |" in markdown
-    completed = re.search(r"^\| requests completed \| (.+?) \| (.+?) \| (.+?) \|$", markdown, re.M)
+    # Both runs are labelled "test" (their scenario id): the names gain the seed, then position.
+    first, second = "test (test, seed 1) #1", "test (test, seed 1) #2"
+    assert f"| metric | {first} | {second} | {second} / {first} (baseline) |" in markdown
+    completed = re.search(
+        r"^\| requests completed \(higher is better\) \| (.+?) \| (.+?) \| (.+?) \|$",
+        markdown,
+        re.M,
+    )
     assert completed is not None
     assert completed.group(3) == "1.00x"
-    tpot = re.search(r"^\| TPOT p50 \(ms\) \| (.+?) \| (.+?) \| (.+?)x \|$", markdown, re.M)
+    tpot = re.search(
+        r"^\| TPOT p50 \(ms, lower is better\) \| (.+?) \| (.+?) \| (.+?)x \((\w+)\) \|$",
+        markdown,
+        re.M,
+    )
     assert tpot is not None
     ratio = value_of(other.summary, METRICS[4]) / value_of(baseline.summary, METRICS[4])
     assert float(tpot.group(3)) == pytest.approx(ratio, abs=0.005)
+    assert tpot.group(4) == ("better" if ratio < 1 else "worse")
 
 
 def test_plot_functions_draw_on_a_given_axes(runs):
@@ -151,3 +191,163 @@ def test_report_names_the_scenarios_description_and_references(tmp_path):
     text = md_path.read_text()
     assert "A described run." in text
     assert "References: Leviathan et al. 2023; Sarathi-Serve 2024." in text
+
+
+def _labelled_run(tmp_path: Path, mode: str, label: str | None, seed: int = 1) -> Path:
+    scenario_dir = tmp_path / f"scenario_{mode}_{seed}"
+    scenario_dir.mkdir()
+    path = write_scenario(
+        scenario_dir,
+        mode=mode,
+        workload={**synthetic(30, 8.0, 300, 30), "slo": {"ttft_ms": 800, "tpot_ms": 60}},
+        clients=5,
+        extra={"metadata": {"label": label}, "seed": seed},
+    )
+    out = tmp_path / f"results_{mode}_{seed}"
+    argv = [str(path), "-o", str(out), "-q"]
+    assert simulate_main(argv) == 0
+    return out
+
+
+def test_report_shows_labels_slo_targets_and_per_slo_pass_rates(tmp_path):
+    base = _labelled_run(tmp_path, "none", "plain decoding")
+    spec = _labelled_run(tmp_path, "distributed", "phones draft")
+    html_path, _md = write_report([load_run(base), load_run(spec)], tmp_path / "report")
+    page = html.unescape(html_path.read_text())
+    for label in ("plain decoding", "phones draft"):
+        assert label in page
+    for run_dir, label in ((base, "plain decoding"), (spec, "phones draft")):
+        good = json.loads((run_dir / "summary.json").read_text())["goodput"]
+        rates = good["slo_pass_rate"]
+        cells = [
+            format_value(100.0 * rates["ttft"]),
+            format_value(100.0 * rates["tpot"]),
+            "does not apply" if rates["tvt"] is None else format_value(100.0 * rates["tvt"]),
+            format_value(100.0 * good["slo_attainment"]),
+        ]
+        row = (
+            f"<tr><td>{label}</td><td>default: TTFT &lt;= 800 ms, TPOT &lt;= 60 ms</td><td>"
+            + "</td><td>".join(cells)
+        )
+        assert row in html_path.read_text(), label
+    assert "<th>TTFT pass (%)</th><th>TPOT pass (%)</th><th>TVT pass (%)</th>" in page
+
+
+def test_two_runs_with_one_label_never_share_a_legend_entry(tmp_path):
+    first = _labelled_run(tmp_path, "fused", "same", seed=1)
+    second = _labelled_run(tmp_path, "fused", "same", seed=2)
+    runs = [load_run(first), load_run(second)]
+    write_report(runs, tmp_path / "report")
+    ax = figures.latency_cdf(with_distinct_labels(runs), "tpot")
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend[:2] == ["same (test, seed 1)", "same (test, seed 2)"]
+    assert len(set(legend)) == len(legend)
+
+
+def test_distinct_labels_widen_only_repeated_names_deterministically():
+    assert distinct_labels(["a", "b"], ["x", "y"], [1, 1]) == ["a", "b"]
+    assert distinct_labels(["a", "a", "b"], ["x", "y", "z"], [1, 1, 1]) == ["a (x)", "a (y)", "b"]
+    assert distinct_labels(["a", "a"], ["x", "x"], [1, 2]) == ["a (x, seed 1)", "a (x, seed 2)"]
+    assert distinct_labels(["a", "a"], ["x", "x"], [3, 3]) == [
+        "a (x, seed 3) #1",
+        "a (x, seed 3) #2",
+    ]
+
+
+def test_label_options_name_the_runs(tmp_path, runs):
+    path = write_scenario(tmp_path, mode="fused", workload=synthetic(5, 5.0, 200, 5))
+    out = tmp_path / "labelled"
+    assert simulate_main([str(path), "-o", str(out), "-q", "--label", "1"]) == 0
+    assert json.loads((out / "summary.json").read_text())["label"] == "1"
+    report = tmp_path / "plots"
+    done = run_python(
+        "scripts/plot_metrics.py",
+        str(runs["none"]),
+        str(out),
+        "--label",
+        "baseline run",
+        "-o",
+        str(report),
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "| metric | baseline run | 1 | 1 / baseline run (baseline) |"
+        in (report / "report.md").read_text()
+    )
+    too_many = run_python("scripts/plot_metrics.py", str(out), "--label", "a", "--label", "b")
+    assert too_many.returncode == 2
+    assert "Traceback" not in too_many.stderr and "--label" in too_many.stderr
+
+
+def test_no_figure_for_a_metric_a_run_lacks(runs, tmp_path):
+    result = load_run(runs["none"])
+    stems = {spec.stem for spec in figure_specs([result])}
+    assert "cdf_tvt" not in stems
+    assert not {"k", "acceptance_context", "acceptance_k"} & stems
+    assert {"cdf_ttft", "cdf_tpot", "percentiles", "queues"} <= stems
+    _, md_path = write_report([result], tmp_path / "report")
+    text = md_path.read_text()
+    assert "CDF of time to verify (worst round per request): no run has TVT values" in text
+    assert "Draft length over time: no speculation" in text
+    assert not (tmp_path / "report" / "cdf_tvt.png").exists()
+
+
+def test_energy_figure_is_left_out_when_no_class_is_measured(runs):
+    result = load_run(runs["none"])
+    unmeasured = replace(
+        result, summary={**result.summary, "energy": {**result.summary["energy"], "covers": []}}
+    )
+    assert "energy" not in {spec.stem for spec in figure_specs([unmeasured])}
+    assert "energy" in {spec.stem for spec in figure_specs([result])}
+
+
+def test_every_run_of_a_comparison_gets_its_diagnostics(runs):
+    baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
+    stems = {spec.stem for spec in figure_specs([baseline, other])}
+    for stem in ("percentiles", "throughput", "queues", "utilisation", "kv"):
+        assert {f"{stem}_run1", f"{stem}_run2"} <= stems
+    assert "k_run2" in stems and "k_run1" not in stems  # the baseline has no speculation
+    assert "cdf_tvt" in stems  # one run has TVT
+
+
+def test_log_axes_have_labelled_minor_ticks_and_no_bars(runs):
+    result = load_run(runs["distributed"])
+    for spec in figure_specs([result]):
+        ax = spec.draw()
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale != "log":
+                continue
+            assert not ax.patches, f"{spec.stem}: bars on a log axis"
+            assert isinstance(axis.get_minor_locator(), LogLocator), spec.stem
+    ax = figures.latency_cdf([result], "tpot")
+    ax.get_figure(root=True).canvas.draw()
+    low, high = ax.get_xlim()
+    minor = [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    if high / low <= 10**figures.MINOR_LABEL_DECADES:
+        assert minor, "minor ticks of a short log axis carry labels"
+
+
+def test_console_table_shows_slo_targets_and_pass_rates(tmp_path):
+    out = _labelled_run(tmp_path, "distributed", "phones draft")
+    summary = json.loads((out / "summary.json").read_text())
+    table = headline_table(summary)
+    rates = summary["goodput"]["slo_pass_rate"]
+    assert table.splitlines()[0].startswith("phones draft (scenario test)")
+    assert re.search(rf"^TTFT +<= 800 ms +{100 * rates['ttft']:.1f}%$", table, re.M)
+    assert re.search(rf"^TPOT +<= 60 ms +{100 * rates['tpot']:.1f}%$", table, re.M)
+    assert re.search(r"^TVT +no target +does not apply$", table, re.M)
+    attainment = 100 * summary["goodput"]["slo_attainment"]
+    assert re.search(rf"^all +{attainment:.1f}% +\(SLO attainment\)$", table, re.M)
+
+
+def test_console_says_energy_and_cost_are_not_measured():
+    energy = {
+        "j_per_output_token": None,
+        "by_device_class": {},
+        "covers": [],
+        "not_measured": [],
+        "idle_not_measured": [],
+    }
+    cost = {"usd_per_1k_tokens": None, "by_device_class": {}, "covers": [], "not_priced": []}
+    assert energy_line(energy).startswith("energy not measured")
+    assert cost_line(cost).startswith("cost: no price")

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a scenario key, e.g. --set scheduler.verify.batching.max_batch=16",
     )
+    parser.add_argument(
+        "--label", default=None, help="name of the run in tables and legends (metadata.label)"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print no table or progress")
     parser.add_argument(
         "--report",
@@ -81,15 +84,15 @@ def execute(args: argparse.Namespace) -> int:
     def entry() -> int:
         from simulator.builtin_data import scenario_path
         from simulator.console import headline_table
+        from simulator.labels import label_override
         from simulator.outputs import write_results
         from simulator.progress import TerminalProgress
         from simulator.runner import run
         from simulator.scenario import load_scenario
         from simulator.trace_events import timeline_tracer
 
-        scenario = load_scenario(
-            scenario_path(args.scenario), overrides=args.overrides, seed=args.seed
-        )
+        overrides = [*args.overrides, *([label_override(args.label)] if args.label else [])]
+        scenario = load_scenario(scenario_path(args.scenario), overrides=overrides, seed=args.seed)
         out_dir = output_dir(args.output, scenario)
         tracer = timeline_tracer(
             args.trace_events, args.trace_requests, args.trace_max_events, out_dir

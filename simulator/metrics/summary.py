@@ -16,7 +16,10 @@ Definitions (all documented in ``summary.schema.json`` too):
 - A request counts toward goodput when it completed and met every SLO of its
   class (TVT only where it applies: requests with verify rounds over a
   network, i.e. distributed ones); SLO attainment divides by the whole set
-  (completed + rejected + unfinished).
+  (completed + rejected + unfinished). The per-SLO pass rates
+  (``goodput.slo_pass_rate``) divide the requests that completed within one
+  target (TTFT, TPOT or TVT) by the same set; TVT's is ``None`` where no
+  class sets a TVT target or no measured request had network rounds.
 - ``measured_s`` is the span from the warm-up end to the end of the run;
   rates divide by it. GPU-seconds are GPUs of all replicas × ``measured_s``.
 - Jain's index is over the per-request decode speeds (1 / TPOT) of the
@@ -42,7 +45,7 @@ PERCENTILES = (50, 90, 95, 99)
 LATENCY_COLUMNS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "tvt": "tvt_ms", "e2e": "e2e_ms"}
 
 
-def _finite(value: float) -> float | None:
+def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
@@ -93,6 +96,36 @@ def slo_met(frame: pd.DataFrame, slos: Mapping[str, SloTargets]) -> pd.Series:
     """Return, per request row, whether it completed within every SLO of its class."""
     met: pd.Series = slo_flags(frame, slos)["slo_met"]
     return met
+
+
+SLO_NAMES = ("ttft", "tpot", "tvt")
+"""The SLOs a class can set, in the order tables show them."""
+
+
+def slo_pass_rates(measured: pd.DataFrame, slos: Mapping[str, SloTargets]) -> dict[str, Any]:
+    """Per SLO, the share of the measured set that completed within that target of its class.
+
+    Same denominator as ``slo_attainment`` (every measured request; rejected and
+    unfinished ones miss every target). TVT's rate is ``None`` where no class
+    sets a TVT target or no measured request ran verify rounds over a network
+    (TVT does not apply), so a run is never credited with a target it did not face.
+    """
+    if measured.empty:
+        return dict.fromkeys(SLO_NAMES)
+    flags = slo_flags(measured, slos)
+    rates: dict[str, Any] = {name: float(flags[f"{name}_ok"].mean()) for name in SLO_NAMES}
+    has_tvt_target = any(targets.tvt_ms is not None for targets in slos.values())
+    if not has_tvt_target or measured["tvt_ms"].isna().all():
+        rates["tvt"] = None
+    return rates
+
+
+def slo_targets_ms(slos: Mapping[str, SloTargets]) -> dict[str, dict[str, float | None]]:
+    """SLO class name -> its targets in ms (``None`` where the class sets none)."""
+    return {
+        name: {f"{slo}_ms": _finite(getattr(targets, f"{slo}_ms")) for slo in SLO_NAMES}
+        for name, targets in sorted(slos.items())
+    }
 
 
 def _attainment_by(frame: pd.DataFrame, met: pd.Series, column: str) -> dict[str, float]:
@@ -251,6 +284,8 @@ def summarise(
             "measured_requests": len(measured),
             "requests_per_s": good / measured_s,
             "requests_per_gpu_s": good / (gpus * measured_s) if gpus else None,
+            "slo_pass_rate": slo_pass_rates(measured, slos),
+            "slo_targets_ms": slo_targets_ms(slos),
         },
         "speculation": {
             "verify_steps": rounds,

@@ -15,16 +15,22 @@ from matplotlib.figure import Figure
 from simulator.report import figures
 from simulator.report.headline import (
     DEVICE_CLASS_HEADER,
+    SLO_HEADER,
     device_class_rows,
     headline_header,
     headline_rows,
+    slo_rows,
 )
-from simulator.report.results import RunResults
+from simulator.report.results import RunResults, with_distinct_labels
 
-DPI = 110
+DPI = 300
+"""Resolution of the PNG figures (print quality); the SVG beside each is resolution-free."""
 
 CLASS_TITLE = "Energy and cost by device class"
-"""Section of the per-device-class table (of the first run)."""
+"""Section of the per-device-class tables (one per run)."""
+
+SLO_TITLE = "SLO targets and pass rates"
+"""Section of the per-run SLO table."""
 
 
 @dataclass(frozen=True)
@@ -36,39 +42,141 @@ class FigureSpec:
     draw: Callable[[], Axes]
 
 
+@dataclass(frozen=True)
+class PerRunFigure:
+    """A diagnostic figure drawn for each run that has what it shows.
+
+    Attributes:
+        stem: File stem (suffixed with the run's position in a comparison).
+        caption: Caption (followed by the run's label in a comparison).
+        draw: The plot function.
+        available: Whether a run has what the figure shows.
+        lacking: What a run without it lacks, for the list of skipped figures.
+    """
+
+    stem: str
+    caption: str
+    draw: Callable[[RunResults], Axes]
+    available: Callable[[RunResults], bool]
+    lacking: str
+
+
+PER_RUN: tuple[PerRunFigure, ...] = (
+    PerRunFigure(
+        "percentiles",
+        "Latency percentiles",
+        figures.latency_percentiles,
+        figures.has_completed,
+        "no completed requests",
+    ),
+    PerRunFigure(
+        "throughput",
+        "Throughput and goodput over time",
+        figures.throughput_over_time,
+        figures.has_completed,
+        "no completed requests",
+    ),
+    PerRunFigure(
+        "slo_attainment",
+        "SLO attainment by class and device",
+        figures.slo_attainment,
+        figures.has_attainment,
+        "no measured requests",
+    ),
+    PerRunFigure(
+        "queues",
+        "Queue lengths per lane",
+        figures.queues_over_time,
+        figures.has_timeseries,
+        "no time series",
+    ),
+    PerRunFigure(
+        "k", "Draft length over time", figures.k_over_time, figures.has_rounds, "no speculation"
+    ),
+    PerRunFigure(
+        "acceptance_context",
+        "Acceptance vs context length",
+        figures.acceptance_vs_context,
+        figures.has_rounds,
+        "no speculation",
+    ),
+    PerRunFigure(
+        "acceptance_k",
+        "Acceptance vs draft length",
+        figures.acceptance_vs_k,
+        figures.has_rounds,
+        "no speculation",
+    ),
+    PerRunFigure(
+        "utilisation",
+        "GPU utilisation per pool",
+        figures.utilisation_over_time,
+        figures.has_timeseries,
+        "no time series",
+    ),
+    PerRunFigure(
+        "kv",
+        "KV occupancy per pool",
+        figures.kv_over_time,
+        figures.has_timeseries,
+        "no time series",
+    ),
+    PerRunFigure(
+        "network",
+        "Network bytes per link",
+        figures.network_bytes,
+        figures.has_links,
+        "no bytes over a network link",
+    ),
+    PerRunFigure(
+        "energy",
+        "Energy and cost breakdown",
+        figures.energy_breakdown,
+        figures.has_energy,
+        "energy not measured for any device class",
+    ),
+)
+"""The per-run diagnostics, in report order."""
+
+
+def _plan(runs: Sequence[RunResults]) -> tuple[list[FigureSpec], list[str]]:
+    """The figures to draw and, in words, those left out because the runs lack their data."""
+    specs: list[FigureSpec] = []
+    skipped: list[str] = []
+    for metric in figures.LATENCY_COLUMNS:
+        title = figures.LATENCY_TITLES[metric].lower()
+        if any(figures.has_latency(run, metric) for run in runs):
+            specs.append(
+                FigureSpec(
+                    f"cdf_{metric}", f"CDF of {title}", partial(figures.latency_cdf, runs, metric)
+                )
+            )
+        else:
+            skipped.append(f"CDF of {title}: no run has {metric.upper()} values")
+    several = len(runs) > 1
+    for index, run in enumerate(runs, start=1):
+        for figure in PER_RUN:
+            caption = f"{figure.caption} ({run.name})" if several else figure.caption
+            if not figure.available(run):
+                skipped.append(f"{caption}: {figure.lacking}")
+                continue
+            stem = f"{figure.stem}_run{index}" if several else figure.stem
+            specs.append(FigureSpec(stem, caption, partial(figure.draw, run)))
+    return specs, skipped
+
+
 def figure_specs(runs: Sequence[RunResults]) -> list[FigureSpec]:
-    """The report's figures: overlaid CDFs for every run, per-run figures for the first."""
-    specs = [
-        FigureSpec(
-            f"cdf_{metric}",
-            f"CDF of {figures.LATENCY_TITLES[metric].lower()}",
-            partial(figures.latency_cdf, runs, metric),
-        )
-        for metric in figures.LATENCY_COLUMNS
-    ]
-    run = runs[0]
-    per_run: list[tuple[str, str, Callable[[RunResults], Axes]]] = [
-        ("percentiles", "Latency percentiles", figures.latency_percentiles),
-        ("throughput", "Throughput and goodput over time", figures.throughput_over_time),
-        ("slo_attainment", "SLO attainment by class and device", figures.slo_attainment),
-        ("queues", "Queue lengths per lane", figures.queues_over_time),
-        ("k", "Draft length over time", figures.k_over_time),
-        ("acceptance_context", "Acceptance vs context length", figures.acceptance_vs_context),
-        ("acceptance_k", "Acceptance vs draft length", figures.acceptance_vs_k),
-        ("utilisation", "GPU utilisation per pool", figures.utilisation_over_time),
-        ("kv", "KV occupancy per pool", figures.kv_over_time),
-        ("network", "Network bytes per link", figures.network_bytes),
-        ("energy", "Energy and cost breakdown", figures.energy_breakdown),
-    ]
-    prefix = f" ({run.name})" if len(runs) > 1 else ""
-    specs += [
-        FigureSpec(stem, caption + prefix, partial(draw, run)) for stem, caption, draw in per_run
-    ]
-    return specs
+    """The report's figures: overlaid CDFs, then every run's diagnostics, each where it has data."""
+    return _plan(runs)[0]
+
+
+def skipped_figures(runs: Sequence[RunResults]) -> list[str]:
+    """The figures the report leaves out, each with what its run lacks."""
+    return _plan(runs)[1]
 
 
 def render_figures(runs: Sequence[RunResults], out_dir: Path) -> list[tuple[FigureSpec, Path]]:
-    """Draw every figure as PNG and SVG into ``out_dir``; return the specs and PNG paths."""
+    """Draw every figure as a 300 dpi PNG and an SVG into ``out_dir``; return the specs and PNG paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     done = []
     for spec in figure_specs(runs):
@@ -97,36 +205,66 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
 
 def _scenario_lines(runs: Sequence[RunResults]) -> list[str]:
     lines = []
-    for run in runs:
+    for index, run in enumerate(runs):
         summary = run.summary
         metadata = run.scenario.get("metadata") or {}
         description = metadata.get("description") or ""
         references = metadata.get("references") or []
         cites = f" References: {'; '.join(references)}." if references else ""
+        role = " (baseline)" if index == 0 and len(runs) > 1 else ""
         lines.append(
-            f"{run.name}: mode {summary['mode']}, seed {summary['seed']}, "
-            f"{summary['simulated_s']:g} s simulated, {summary['requests']['arrived']} requests. "
-            f"{description}{cites}".strip()
+            f"{run.name}{role}: scenario {summary['scenario_id']}, mode {summary['mode']}, "
+            f"seed {summary['seed']}, {summary['simulated_s']:g} s simulated, "
+            f"{summary['requests']['arrived']} requests. {description}{cites}".strip()
         )
     return lines
 
 
-def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
-    """Write the figures, ``report.md`` and ``report.html`` into ``out_dir``; return the reports."""
-    if not runs:
-        raise ValueError("write_report needs at least one run")
-    rendered = render_figures(runs, out_dir)
-    header, rows = headline_header(runs), headline_rows(runs)
-    title = "specdec-sim report: " + " vs ".join(run.name for run in runs)
-    notes = [
-        "Numbers in the table are read from each run's summary.json.",
+def _notes(runs: Sequence[RunResults]) -> list[str]:
+    notes = ["Numbers in the tables are read from each run's summary.json."]
+    if len(runs) > 1:
+        notes.append(
+            f"Ratio columns divide each run's figure by the baseline's ({runs[0].name}); each row "
+            "says whether lower or higher is better, and each ratio whether the run is better or "
+            "worse than the baseline."
+        )
+    notes += [
+        "Pass rates divide the requests that completed within a target by all measured requests "
+        "(completed + rejected + unfinished), the denominator of the SLO attainment; a request "
+        "passes TPOT or TVT where that target does not apply to it.",
+        "Energy or cost a run does not measure reads 'not measured' or 'no price', never 0.",
         "The goodput planner is not part of this version, so no planner decisions are drawn.",
     ]
+    return notes
+
+
+def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
+    """Write the figures, ``report.md`` and ``report.html`` into ``out_dir``; return the reports.
+
+    Runs that share a label are relabelled first (see
+    :func:`~simulator.report.results.with_distinct_labels`), so no legend or
+    column repeats a name.
+    """
+    if not runs:
+        raise ValueError("write_report needs at least one run")
+    runs = with_distinct_labels(runs)
+    rendered = render_figures(runs, out_dir)
+    skipped = skipped_figures(runs)
+    header, rows = headline_header(runs), headline_rows(runs)
+    slo = slo_rows(runs)
+    classes = [(run.name, device_class_rows(run.summary)) for run in runs]
+    title = "specdec-sim report: " + " vs ".join(run.name for run in runs)
+    notes = _notes(runs)
+    skipped_text = "Figures left out because a run lacks their data: " + "; ".join(skipped) + "."
+
     md = [f"# {title}", "", *(f"- {line}" for line in _scenario_lines(runs)), ""]
-    classes = device_class_rows(runs[0].summary)
     md += ["## Headline", "", _markdown_table(header, rows), "", *notes, ""]
-    md += [f"## {CLASS_TITLE}", "", _markdown_table(DEVICE_CLASS_HEADER, classes), ""]
+    md += [f"## {SLO_TITLE}", "", _markdown_table(SLO_HEADER, slo), ""]
+    for name, table in classes:
+        md += [f"## {CLASS_TITLE}: {name}", "", _markdown_table(DEVICE_CLASS_HEADER, table), ""]
     md += ["## Figures", ""]
+    if skipped:
+        md += [skipped_text, ""]
     for spec, png in rendered:
         md += [f"### {spec.caption}", "", f"![{spec.caption}]({png.name})", ""]
     markdown = out_dir / "report.md"
@@ -144,10 +282,17 @@ def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
         "</ul><h2>Headline</h2>",
         _html_table(header, rows),
         *(f"<p>{html.escape(note)}</p>" for note in notes),
-        f"<h2>{html.escape(CLASS_TITLE)}</h2>",
-        _html_table(DEVICE_CLASS_HEADER, classes),
-        "<h2>Figures</h2>",
+        f"<h2>{html.escape(SLO_TITLE)}</h2>",
+        _html_table(SLO_HEADER, slo),
     ]
+    for name, table in classes:
+        parts += [
+            f"<h2>{html.escape(f'{CLASS_TITLE}: {name}')}</h2>",
+            _html_table(DEVICE_CLASS_HEADER, table),
+        ]
+    parts.append("<h2>Figures</h2>")
+    if skipped:
+        parts.append(f"<p>{html.escape(skipped_text)}</p>")
     for spec, png in rendered:
         data = base64.b64encode(png.read_bytes()).decode("ascii")
         caption = html.escape(spec.caption)

@@ -9,13 +9,14 @@ shown. Per-request figures use ``requests.csv``, time figures
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from simulator.metrics.summary import PERCENTILES, slo_met
 from simulator.report.results import RunResults
@@ -43,6 +44,41 @@ def _axes(ax: Axes | None) -> Axes:
     return ax if ax is not None else new_axes()
 
 
+LOG_MINOR_SUBS = (2.0, 3.0, 5.0)
+"""Minor ticks of log axes inside each decade, at 2, 3 and 5 times the decade."""
+
+MINOR_LABEL_DECADES = 3.0
+"""Minor ticks are labelled while the axis spans at most this many decades (beyond, they crowd)."""
+
+
+def _tick_text(value: float, _position: int | None = None) -> str:
+    return f"{value:g}"
+
+
+def log_axis(ax: Axes, axis: Literal["x", "y"]) -> None:
+    """Put ``axis`` (``"x"`` or ``"y"``) of ``ax`` on a log scale with labelled 2-3-5 minor ticks.
+
+    Major ticks sit on the decades; minor ticks at 2, 3 and 5 times each
+    decade carry plain numbers too (smaller) while the axis spans at most
+    :data:`MINOR_LABEL_DECADES` decades, so a reader can place a value
+    between decades without counting unlabelled ticks.
+    """
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target.set_major_locator(LogLocator(base=10.0))
+    target.set_major_formatter(FuncFormatter(_tick_text))
+    target.set_minor_locator(LogLocator(base=10.0, subs=LOG_MINOR_SUBS))
+
+    def minor_text(value: float, position: int | None = None) -> str:
+        low, high = sorted(target.get_view_interval())
+        if low <= 0 or np.log10(high / low) > MINOR_LABEL_DECADES:
+            return ""
+        return _tick_text(value, position)
+
+    target.set_minor_formatter(FuncFormatter(minor_text))
+    ax.tick_params(axis=axis, which="minor", labelsize="x-small")
+
+
 def _no_data(ax: Axes, what: str) -> Axes:
     ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes)
     ax.set_xticks([])
@@ -58,6 +94,47 @@ def _labelled_barh(ax: Axes, labels: Sequence[str], values: Sequence[float]) -> 
         ax.text(0.0, y + 0.3, label, va="bottom", ha="left", fontsize="small")
     ax.set_yticks([])
     ax.set_ylim(-0.5, len(labels) - 0.1)
+
+
+def has_latency(run: RunResults, metric: str) -> bool:
+    """Whether some completed request of ``run`` has a value of ``metric``."""
+    done = run.requests[run.requests["outcome"] == "completed"]
+    return bool(done[LATENCY_COLUMNS[metric]].notna().any())
+
+
+def has_rounds(run: RunResults) -> bool:
+    """Whether ``run`` ran speculation (verify or fused) rounds."""
+    return bool((run.requests["verify_rounds"] > 0).any())
+
+
+def has_timeseries(run: RunResults) -> bool:
+    """Whether ``run`` sampled its replicas (``timeseries.csv`` has rows)."""
+    return not run.timeseries.empty
+
+
+def has_links(run: RunResults) -> bool:
+    """Whether ``run`` carried bytes over a network link."""
+    return any(value > 0 for value in run.summary["resources"]["network_bytes_by_link"].values())
+
+
+def has_energy(run: RunResults) -> bool:
+    """Whether the energy of some device class of ``run`` is measured."""
+    return bool(run.summary["energy"].get("covers"))
+
+
+def has_attainment(run: RunResults) -> bool:
+    """Whether ``run`` has an SLO attainment figure per class or device."""
+    fairness = run.summary["fairness"]
+    return any(
+        value is not None
+        for key in ("slo_attainment_by_class", "slo_attainment_by_device")
+        for value in fairness[key].values()
+    )
+
+
+def has_completed(run: RunResults) -> bool:
+    """Whether some request of ``run`` completed."""
+    return bool((run.requests["outcome"] == "completed").any())
 
 
 def latency_cdf(runs: Sequence[RunResults], metric: str, ax: Axes | None = None) -> Axes:
@@ -77,7 +154,7 @@ def latency_cdf(runs: Sequence[RunResults], metric: str, ax: Axes | None = None)
     limit = runs[0].slo_limit(metric) if metric != "e2e" else None
     if limit is not None:
         ax.axvline(limit, color="black", linestyle="--", linewidth=1, label=f"SLO {limit:g} ms")
-    ax.set_xscale("log")
+    log_axis(ax, "x")
     ax.set_xlabel(f"{metric.upper()} (ms, log scale)")
     ax.set_ylabel("fraction of completed requests")
     ax.set_title(LATENCY_TITLES[metric])
@@ -85,18 +162,26 @@ def latency_cdf(runs: Sequence[RunResults], metric: str, ax: Axes | None = None)
     return ax
 
 
+PERCENTILE_MARKERS = ("o", "s", "^", "D")
+"""One marker per percentile of :data:`PERCENTILES` (points, not bars: the axis is log)."""
+
+
 def latency_percentiles(run: RunResults, ax: Axes | None = None) -> Axes:
-    """Bars of the p50/p90/p95/p99 latencies from ``summary.json``."""
+    """Points at the p50/p90/p95/p99 of each latency from ``summary.json`` (log axis)."""
     ax = _axes(ax)
     latency = run.summary["latency_ms"]
     metrics = [m for m in LATENCY_COLUMNS if latency[m]["p50"] is not None]
-    width = 0.8 / len(PERCENTILES)
-    positions = np.arange(len(metrics))
-    for i, p in enumerate(PERCENTILES):
+    if not metrics:
+        return _no_data(ax, "latencies")
+    offset = 0.6 / len(PERCENTILES)
+    positions = np.arange(len(metrics), dtype=float)
+    for i, (p, marker) in enumerate(zip(PERCENTILES, PERCENTILE_MARKERS, strict=True)):
         values = [latency[m][f"p{p}"] for m in metrics]
-        ax.bar(positions + (i - 1.5) * width, values, width, label=f"p{p}")
+        shifted = positions + (i - (len(PERCENTILES) - 1) / 2) * offset
+        ax.plot(shifted, values, marker=marker, linestyle="none", label=f"p{p}")
     ax.set_xticks(positions, [m.upper() for m in metrics])
-    ax.set_yscale("log")
+    ax.set_xlim(-0.5, len(metrics) - 0.5)
+    log_axis(ax, "y")
     ax.set_ylabel("ms (log scale)")
     ax.set_title("Latency percentiles")
     ax.legend(fontsize="small")
@@ -229,7 +314,7 @@ def acceptance_vs_context(run: RunResults, bins: int = 8, ax: Axes | None = None
     weighted = (stats["accepted"] + stats["rounds"]) / stats["rounds"]
     ax.plot(stats["prompt"], weighted, marker="o")
     ax.set_ylim(1.0, float(frame["mean_k"].max()) + 1.0)  # the possible range: 1 .. k + 1
-    ax.set_xscale("log")
+    log_axis(ax, "x")
     ax.set_xlabel("prompt tokens (median of bin, log scale)")
     ax.set_ylabel("tokens per verify round")
     ax.set_title("Acceptance vs context length")

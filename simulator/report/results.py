@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from simulator.errors import InputError, make_issue
+from simulator.labels import distinct_labels
 from simulator.loading import read_document
 
 REQUIRED_FILES = ("summary.json", "requests.csv", "timeseries.csv", "scenario.resolved.yaml")
@@ -36,6 +38,9 @@ class RunResults:
         timeseries: ``timeseries.csv``.
         scenario: ``scenario.resolved.yaml``.
         slos: SLO class name -> limits, from the resolved scenario.
+        label: The run's name in legends and tables: ``summary.json``'s
+            ``label`` (``metadata.label`` or the scenario id) unless
+            :func:`load_run` was given another.
     """
 
     path: Path
@@ -44,11 +49,12 @@ class RunResults:
     timeseries: pd.DataFrame
     scenario: dict[str, Any]
     slos: dict[str, SloLimits]
+    label: str
 
     @property
     def name(self) -> str:
-        """Legend name: the scenario id."""
-        return str(self.summary["scenario_id"])
+        """Legend name: the run's label."""
+        return self.label
 
     def slo_limit(self, metric: str) -> float | None:
         """The default class's limit for ``ttft``, ``tpot`` or ``tvt`` (ms), if any."""
@@ -66,8 +72,8 @@ def _slos(scenario: dict[str, Any]) -> dict[str, SloLimits]:
     return out
 
 
-def load_run(path: Path) -> RunResults:
-    """Read the results directory ``path``.
+def load_run(path: Path, label: str | None = None) -> RunResults:
+    """Read the results directory ``path``; ``label`` replaces the run's own label.
 
     Raises:
         InputError: The directory or one of its files is missing or unreadable.
@@ -124,4 +130,17 @@ def load_run(path: Path) -> RunResults:
         timeseries=frames["timeseries.csv"],
         scenario=scenario,
         slos=_slos(scenario),
+        label=label
+        if label
+        else str(summary.get("label") or summary.get("scenario_id") or path.name),
     )
+
+
+def with_distinct_labels(runs: Sequence[RunResults]) -> list[RunResults]:
+    """The runs, relabelled where needed so that no two share a label (see :func:`distinct_labels`)."""
+    names = distinct_labels(
+        [run.label for run in runs],
+        [str(run.summary.get("scenario_id", "")) for run in runs],
+        [int(run.summary.get("seed", 0)) for run in runs],
+    )
+    return [replace(run, label=name) for run, name in zip(runs, names, strict=True)]

@@ -15,6 +15,7 @@ GOLDEN_FILE = Path(__file__).with_name("examples.json")
 TEST_SIZE: dict[str, list[str]] = {
     "mobile_cloud_distributed": ["workload.duration_s=60"],
     "none_baseline": ["workload.duration_s=60"],
+    "datacenter_fused": ["workload.duration_s=60"],
     "low_rtt_distributed": ["workload.max_requests=200"],
     "low_rtt_fused": ["workload.max_requests=200"],
     "hybrid_mix": ["workload.max_requests=200"],
