@@ -55,7 +55,8 @@ def test_eight_runs_identical_on_one_and_two_workers(tmp_path):
 
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
-    reason="Ray is not installed (pip install 'specdec-sim[ray]'); CI installs .[test] only",
+    reason="Ray is not installed: the test extra installs it where PyPI has a Ray wheel for "
+    "this platform and Python (pip install 'specdec-sim[ray]')",
 )
 def test_ray_local_gives_the_same_table(tmp_path):
     _scenario(tmp_path)
