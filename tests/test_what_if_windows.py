@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import astuple
+from pathlib import Path
 
 import pytest
 
@@ -24,18 +25,24 @@ def _same(a: object, b: object) -> bool:
 
 
 def _scenario(tmp_path, mode, replicas=2, name="scenario.yaml"):
+    extra = {}
+    if mode == "hybrid":
+        # The link's 20 ms RTT is under the threshold: the hybrid policy sends requests distributed.
+        extra = {"speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 30}}}
     path = write_scenario(
         tmp_path,
         mode=mode,
         workload=synthetic(200, 40, 300, 60),
         clients=5,
         replicas=replicas,
+        link={"src": "laptops", "dst": "pool", "rtt_ms": 20, "bw_mbps": 100},
+        extra=extra,
         name=name,
     )
     return load_scenario(path)
 
 
-@pytest.mark.parametrize("mode", ["none", "distributed", "fused"])
+@pytest.mark.parametrize("mode", ["none", "distributed", "fused", "hybrid"])
 def test_a_window_reproduces_the_full_run_exactly(tmp_path, mode):
     """Every request that ends within the window has its full-run record, field for field."""
     scenario = _scenario(tmp_path, mode)
@@ -56,6 +63,17 @@ def test_a_window_reproduces_the_full_run_exactly(tmp_path, mode):
     for record in window:
         if record.outcome == "unfinished":
             assert record.generated_tokens <= full[record.request_id].generated_tokens
+
+
+def test_windows_at_several_times_reproduce_the_full_run(tmp_path):
+    """One snapshot serves windows of several lengths, each exact."""
+    scenario = _scenario(tmp_path, "distributed")
+    full = {r.request_id: r for r in run(scenario).output.records}
+    state = snapshot(scenario, 1.0)
+    for end_s in (1.5, 2.5, 4.0):
+        for record in run_window(state, end_s).output.records:
+            if record.outcome != "unfinished":
+                assert astuple(record) == astuple(full[record.request_id])
 
 
 def test_a_snapshot_is_not_consumed_by_its_windows(tmp_path):
@@ -103,7 +121,7 @@ def test_a_candidate_with_fewer_replicas_migrates_by_recompute(tmp_path, mode):
     assert moved
     smaller = _scenario(tmp_path, mode, replicas=1, name="smaller.yaml")
     tracer = ListTracer()
-    result = run_candidate(smaller, state, 60.0, tracer=tracer)
+    result = run_candidate(smaller, state, 600.0, tracer=tracer)
     frame = result.requests.set_index("request_id")
     assert (frame["outcome"] == "completed").all()
     assert (frame["replica"] == 0).all()
@@ -120,3 +138,44 @@ def test_a_candidate_with_fewer_replicas_migrates_by_recompute(tmp_path, mode):
     # Tokens made before the window are kept.
     for rid in moved:
         assert frame.loc[rid, "generated_tokens"] == removed[rid].output_tokens
+
+
+def test_a_closed_loop_window_reproduces_the_full_run(tmp_path):
+    """Users' think times come from a random stream: the copy draws the same ones."""
+    workload = synthetic(200, 1.0, 300, 60)
+    del workload["synthetic"]["arrival"]
+    workload["closed_loop"] = {"users": 8, "think_time_s": {"dist": "exponential", "mean_s": 0.2}}
+    scenario = load_scenario(
+        write_scenario(tmp_path, mode="distributed", workload=workload, clients=5, replicas=2)
+    )
+    full = {r.request_id: r for r in run(scenario).output.records}
+    state = snapshot(scenario, START_S)
+    arrived_at_start = len(state.engine.output().records)
+    ended = [r for r in run_window(state, END_S + 2.0).output.records if r.outcome != "unfinished"]
+    # The window ends more requests than had arrived at its start: users came back after thinking.
+    assert len(ended) > arrived_at_start
+    for record in ended:
+        assert all(
+            _same(a, b)
+            for a, b in zip(astuple(record), astuple(full[record.request_id]), strict=True)
+        )
+
+
+@pytest.mark.parametrize("name", ["design_example", "hybrid_mix"])
+def test_windows_of_the_shipped_examples_reproduce_their_full_runs(name):
+    """Real profiles, several pools, both hybrid lanes and the example's policies."""
+    scenario = load_scenario(Path(__file__).parents[1] / "scenarios" / "examples" / f"{name}.yaml")
+    full_run = run(scenario)
+    full = {r.request_id: r for r in full_run.output.records}
+    start_s = full_run.output.simulated_s / 3
+    state = snapshot(scenario, start_s)
+    carried = {item.request_id for item in state.in_flight}
+    ended = [
+        r for r in run_window(state, start_s + 20.0).output.records if r.outcome != "unfinished"
+    ]
+    assert any(r.request_id in carried for r in ended)
+    for record in ended:
+        assert all(
+            _same(a, b)
+            for a, b in zip(astuple(record), astuple(full[record.request_id]), strict=True)
+        )

@@ -27,6 +27,7 @@ Request life by mode:
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -1072,6 +1073,11 @@ class Engine:
             id(self.requests): self.requests,
             id(self.tracer): self.tracer,
         }
+        # SimPy numbers events with an itertools.count, which newer Pythons no
+        # longer copy: the copy counts on from this engine's next number (the
+        # number taken here only shifts this engine's later events, not their order).
+        counter = self.env._eid
+        memo[id(counter)] = itertools.count(next(counter))
         return copy.deepcopy(self, memo)
 
     # -- run -----------------------------------------------------------------
