@@ -179,3 +179,26 @@ def test_windows_of_the_shipped_examples_reproduce_their_full_runs(name):
             _same(a, b)
             for a, b in zip(astuple(record), astuple(full[record.request_id]), strict=True)
         )
+
+
+def test_requests_waiting_for_admission_are_offered_again_first(tmp_path):
+    """Deferred requests at the start keep their arrival and go before the window's arrivals."""
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=synthetic(120, 40, 300, 60),
+        replicas=1,
+        extra={"scheduler.admission_control": {"policy": "max_in_flight", "params": {"limit": 4}}},
+    )
+    scenario = load_scenario(path)
+    state = snapshot(scenario, START_S)
+    waiting = [i for i in state.in_flight if i.replica < 0]
+    # The head of the queue was deferred; the ones behind it wait without being asked.
+    assert waiting and waiting[0].deferred
+    tracer = ListTracer()
+    frame = run_candidate(scenario, state, 600.0, tracer=tracer).requests.set_index("request_id")
+    assert (frame["outcome"] == "completed").all()
+    rows = frame.loc[[i.request_id for i in waiting]]
+    assert (rows["arrival_s"] < START_S).all()
+    admitted = [int(s.split()[1]) for _, kind, s, _ in tracer.events if kind == "admit"]
+    assert admitted[: len(waiting)] == [i.request_id for i in waiting]
