@@ -53,18 +53,22 @@ def run(
     in_flight: Sequence[InFlight] = (),
     until_s: float | None = None,
     progress: ProgressHook | None = None,
+    start_s: float = 0.0,
 ) -> Result:
     """Simulate ``scenario`` and return its :class:`Result`.
 
     Args:
         scenario: A loaded scenario (see :func:`simulator.load_scenario`).
         requests: Replay these requests instead of the scenario's workload
-            (e.g. a trace slice for a what-if window).
+            (e.g. a trace slice for a what-if window, on the same clock as
+            ``start_s``).
         tracer: Receives every engine event (default: none).
-        in_flight: Requests already past prefill at time 0 (what-if windows).
+        in_flight: Requests unfinished at ``start_s`` (a what-if window of a
+            candidate configuration; see :func:`run_candidate`).
         until_s: Stop time overriding ``simulation.until_s``.
         progress: Called as ``progress(arrived, completed, total, simulated_s)``
             every few hundred arrivals (e.g. to print progress).
+        start_s: The clock's start time (a what-if window's start; default 0).
     """
     started = time.perf_counter()
     table = requests if requests is not None else build_requests(scenario)
@@ -75,10 +79,104 @@ def run(
         tracer=tracer,
         in_flight=in_flight,
         progress=progress,
+        start_s=start_s,
     )
     logger.debug("engine built: %d requests, %d replicas", len(table), len(engine.replicas))
     output = engine.run(until_s=until_s)
     logger.info("simulated %.1f s in %.2f s wall", engine.env.now, time.perf_counter() - started)
+    return _result(scenario, table, output, started)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A run stopped at ``time_s``: the full state what-if windows start from.
+
+    Attributes:
+        scenario: The scenario that was run.
+        requests: Its request table (absolute clock).
+        time_s: When the run stopped.
+        engine: The stopped engine (never advanced: windows run copies of it).
+    """
+
+    scenario: Scenario
+    requests: RequestTable
+    time_s: float
+    engine: Engine
+
+    @property
+    def in_flight(self) -> tuple[InFlight, ...]:
+        """The arrived, unfinished requests as records (for candidate windows)."""
+        return self.engine.snapshot()
+
+
+def snapshot(scenario: Scenario, at_s: float, *, requests: RequestTable | None = None) -> Snapshot:
+    """Run ``scenario`` up to ``at_s`` and keep its full state.
+
+    Every event before ``at_s`` is processed; those at ``at_s`` and later
+    are still pending (a run stopped by ``until_s`` stops the same way).
+
+    Args:
+        scenario: A loaded scenario.
+        at_s: The stop time (greater than 0).
+        requests: Replay these requests instead of the scenario's workload.
+    """
+    table = requests if requests is not None else build_requests(scenario)
+    engine = Engine(build_runtime(scenario), table, RandomStreams(scenario.seed))
+    engine.start()
+    engine.advance(at_s)
+    return Snapshot(scenario, table, engine.env.now, engine)
+
+
+def run_window(state: Snapshot, until_s: float) -> Result:
+    """Continue a copy of the snapshot's run, same configuration, to ``until_s``.
+
+    The continuation is exact: every event, draw and tie-break is the one
+    the uninterrupted run makes, so a request that ends before ``until_s``
+    has the same record as in the full run. Records cover every request
+    that arrived before ``until_s`` (those of the whole run so far).
+    """
+    started = time.perf_counter()
+    engine = state.engine.fork()
+    engine.advance(until_s)
+    return _result(state.scenario, state.requests, engine.output(), started)
+
+
+def run_candidate(
+    candidate: Scenario, state: Snapshot, until_s: float, *, tracer: Tracer | None = None
+) -> Result:
+    """Run a what-if window of a candidate configuration from the snapshot to ``until_s``.
+
+    The window starts at the snapshot's time on the same clock, with the
+    snapshot's unfinished requests (:attr:`Snapshot.in_flight`: timings and
+    counters kept, so their TTFT counts from their real arrival and their
+    TPOT from their real first token) and the requests of the snapshot's
+    table arriving before ``until_s``. Work under way at the start (an
+    iteration, a draft burst, a transfer) starts again from there; the
+    requests of a replica the candidate lacks migrate (see
+    ``Engine._place_in_flight``). Its random streams start afresh from the
+    candidate's seed. Records cover the carried and the new requests.
+
+    Args:
+        candidate: The configuration to evaluate (e.g. fewer replicas).
+        state: Where the window starts.
+        until_s: When it ends (after ``state.time_s``).
+        tracer: Receives the window's events (default: none).
+    """
+    table = state.requests.window(state.time_s, until_s, rebase=False)
+    return run(
+        candidate,
+        requests=table,
+        tracer=tracer,
+        in_flight=state.in_flight,
+        until_s=until_s,
+        start_s=state.time_s,
+    )
+
+
+def _result(
+    scenario: Scenario, table: RequestTable, output: EngineOutput, started: float
+) -> Result:
+    """Tabulate and summarise an engine output."""
     columns = [f.name for f in fields(RequestRecord)]
     row_of = attrgetter(*columns)
     frame = pd.DataFrame([row_of(r) for r in output.records], columns=columns)

@@ -285,10 +285,10 @@ def test_what_if_window_continues_from_a_snapshot(tmp_path, mode):
     assert {item.request_id for item in state} <= set(
         first.requests.loc[first.requests["outcome"] == "unfinished", "request_id"]
     )
-    window = table.window(2.0, 5.0)
+    window = table.window(2.0, 5.0, rebase=False)
     assert window.request_id[0] == int((table.arrival_s < 2.0).sum())
-    one = run(scenario, requests=window, in_flight=state, until_s=3.0)
-    two = run(scenario, requests=window, in_flight=state, until_s=3.0)
+    one = run(scenario, requests=window, in_flight=state, start_s=2.0, until_s=5.0)
+    two = run(scenario, requests=window, in_flight=state, start_s=2.0, until_s=5.0)
     assert one.summary == two.summary
     frame = one.requests
     assert frame["request_id"].is_unique

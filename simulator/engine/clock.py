@@ -11,8 +11,11 @@ were scheduled. The engine uses two priorities:
   instant run after every delivery of that instant, so work that arrives at
   the same moment as a replica becomes free joins its next batch.
 
-Actions are plain callables scheduled with :func:`call_at`; nothing here
-keeps state of its own.
+Actions are plain callables scheduled with :func:`call_at` or
+:func:`call_after`; nothing here keeps state of its own. The engine
+schedules only bound methods and ``functools.partial`` objects over them
+(no closures, no generator processes), so a stopped engine, its pending
+actions included, can be deep-copied to continue a what-if window.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ DELIVERY = 1
 """Priority of actions that deliver work (SimPy's ``NORMAL``, as its timeouts use)."""
 DECISION = 2
 """Priority of a server's scheduling decision: after every delivery of the instant."""
+URGENT = 0
+"""Priority of starting a chain of actions at the start of a run (as SimPy starts a process)."""
 
 
 class _Action(Event):
@@ -62,3 +67,20 @@ def call_at(
     """
     delay_s = time_s - env.now
     _Action(env, delay_s if delay_s > 0.0 else 0.0, action, priority)
+
+
+def call_after(
+    env: simpy.Environment,
+    delay_s: float,
+    action: Callable[[], None],
+    priority: int = DELIVERY,
+) -> None:
+    """Run ``action()`` ``delay_s`` seconds from now (as a SimPy timeout of that delay would).
+
+    Args:
+        env: The simulation's environment.
+        delay_s: Seconds from now (not negative).
+        action: What to run.
+        priority: :data:`URGENT`, :data:`DELIVERY` or :data:`DECISION`.
+    """
+    _Action(env, delay_s, action, priority)

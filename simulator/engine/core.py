@@ -26,10 +26,13 @@ Request life by mode:
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import simpy
@@ -45,14 +48,14 @@ from policies.views import (
     RoundOutcome,
     RoutingQuery,
 )
-from simulator.engine.clock import call_at
+from simulator.engine.clock import URGENT, call_after, call_at
 from simulator.engine.closed_loop import ClosedLoopDriver
 from simulator.engine.costs import DECODE, FUSED, VERIFY, LutStepPredictor
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
-from simulator.engine.request_state import RequestRecord, RequestState, to_record
+from simulator.engine.request_state import Drafter, RequestRecord, RequestState, to_record
 from simulator.engine.runtime import Runtime
 from simulator.engine.target import TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
@@ -76,7 +79,11 @@ REQUEST_ACCEPTANCE_WEIGHT = 0.3
 
 @dataclass(frozen=True)
 class InFlight:
-    """A request already past prefill when a what-if window starts.
+    """A request of a run that was unfinished when it stopped: where a what-if window takes it up.
+
+    The timing fields are on the run's absolute clock, so a window started
+    at the stop time (``Engine(..., start_s=...)``) reports the request's
+    TTFT from its real arrival and its TPOT from its real first token.
 
     Attributes:
         request_id: Its id.
@@ -85,9 +92,25 @@ class InFlight:
         generated: Output tokens already produced (0: still waiting for prefill).
         slo_class: Its SLO class.
         origin: Its client device class ("" if none).
-        replica: Global index of the replica serving it.
-        mode: ``none``, ``fused`` or ``distributed``.
+        replica: Global index of the replica serving it (-1: not admitted yet).
+        mode: ``none``, ``fused`` or ``distributed`` ("" when not admitted yet).
         device: Index of its device within the origin class (-1 if none).
+        arrival_s: When it arrived.
+        first_token_server_s: When its first token was made (``nan``: not yet).
+        first_token_s: When its first token reached the client (``nan``: not yet).
+        tpot_origin_s: Origin of its TPOT deadlines (``inf``: not set yet).
+        tvt_max_s: Its longest TVT so far (``nan``: no round timed yet).
+        drafted: Draft tokens proposed so far.
+        accepted: Draft tokens accepted so far.
+        rounds: Verify rounds so far.
+        preemptions: Times it was preempted so far.
+        kv_peak_mb: Its peak target KV so far.
+        draft_energy_j: Energy its drafting used so far.
+        target_energy_j: Energy its target iterations used so far.
+        deferred: Whether admission deferred it.
+        spilled: Whether it moved from distributed to fused.
+        acceptance_recent: Its moving per-round acceptance (``nan``: no round yet).
+        draft_slot: Index of its drafter model among its class's models.
     """
 
     request_id: int
@@ -99,6 +122,22 @@ class InFlight:
     replica: int
     mode: str
     device: int = -1
+    arrival_s: float = 0.0
+    first_token_server_s: float = math.nan
+    first_token_s: float = math.nan
+    tpot_origin_s: float = math.inf
+    tvt_max_s: float = math.nan
+    drafted: int = 0
+    accepted: int = 0
+    rounds: int = 0
+    preemptions: int = 0
+    kv_peak_mb: float = 0.0
+    draft_energy_j: float = 0.0
+    target_energy_j: float = 0.0
+    deferred: bool = False
+    spilled: bool = False
+    acceptance_recent: float = math.nan
+    draft_slot: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,8 +160,8 @@ class EngineOutput:
     device_classes: tuple[ClassUsage, ...] = ()
     """Per device class: busy time, energy, idle power and price (scenario order)."""
     in_flight: tuple[InFlight, ...] = ()
-    """Requests past prefill and unfinished when the run stopped: the state a
-    what-if window starting at ``simulated_s`` continues from."""
+    """Requests arrived and unfinished when the run stopped: the records a what-if
+    window of another configuration starting at ``simulated_s`` continues from."""
     not_arrived: int = 0
     """Requests of the table still due when the run stopped (not in ``records``)."""
 
@@ -155,6 +194,7 @@ class Engine:
         tracer: Tracer | None = None,
         in_flight: Sequence[InFlight] = (),
         progress: ProgressHook | None = None,
+        start_s: float = 0.0,
     ) -> None:
         self.runtime = runtime
         self.progress = progress
@@ -162,7 +202,8 @@ class Engine:
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.tracing = tracer is not None
         """Whether events are traced (hot paths skip formatting them otherwise)."""
-        self.env = simpy.Environment()
+        self.env = simpy.Environment(initial_time=start_s)
+        """The one clock; a what-if window starts it at its start time (absolute time)."""
         settings = runtime.settings
         self.mode = settings.mode
         self.acceptance_rng = BufferedDraws(streams.get("acceptance"))
@@ -244,7 +285,7 @@ class Engine:
         """Requests of the table that have arrived (a prefix: they arrive in table order)."""
         self._completed = 0
         """Requests completed so far (for progress reports)."""
-        self._last_outcome_s = 0.0
+        self._last_outcome_s = start_s
         self._active_total = 0
         self._tokens_out = 0
         self._k_sum = 0
@@ -253,6 +294,9 @@ class Engine:
             self.env, self.replicas, self._totals, settings.timeseries_interval_s
         )
         self._in_flight = tuple(in_flight)
+        self._migrating: set[int] = set()
+        """Ids of window-start requests moved off a replica the window lacks, until re-prefilled."""
+        self._in_flight_states: list[RequestState] = []
         loop = settings.closed_loop
         self._closed_loop = (
             ClosedLoopDriver(self.env, self._arrive, loop, streams.get("think_time"))
@@ -487,14 +531,21 @@ class Engine:
         return gained
 
     # -- request flow ----------------------------------------------------------
-    def _arrivals(self) -> Generator[simpy.Event, Any, None]:
-        table = self.requests
-        arrival = table.arrival_s
-        for i in range(len(table)):
-            delay = float(arrival[i]) - self.env.now
+    def _arrivals(self) -> None:
+        """Deliver the arrivals due now, then wait for the next one.
+
+        A chain of clock actions (not a SimPy process) so that a stopped
+        engine can be copied (see :meth:`fork`).
+        """
+        arrival = self.requests.arrival_s
+        states = self._states
+        count = len(states)
+        while self._arrived < count:
+            delay = float(arrival[self._arrived]) - self.env.now
             if delay > 0:
-                yield self.env.timeout(delay)
-            self._arrive(self._states[i])
+                call_after(self.env, delay, self._arrivals)
+                return
+            self._arrive(states[self._arrived])
 
     def _arrive(self, req: RequestState) -> None:
         now = self.env.now
@@ -590,7 +641,7 @@ class Engine:
         """Ask the admission policy again at ``at_s`` (a time not after now is ignored)."""
         if self.env.now < at_s < self._retry_due_s:
             self._retry_due_s = at_s
-            call_at(self.env, at_s, lambda: self._on_retry_time(at_s))
+            call_at(self.env, at_s, partial(self._on_retry_time, at_s))
 
     def _on_retry_time(self, at_s: float) -> None:
         """A retry time a deferral asked for has come: offer the waiting requests again."""
@@ -642,7 +693,7 @@ class Engine:
         arrive_s = self._upload(req, req.prompt_tokens * self._payload.bytes_per_prompt_token, now)
         if self.tracing:
             self._trace_transfer(req, "prompt", True, now, arrive_s, req.prompt_tokens)
-        self._at(arrive_s, lambda: replica.enqueue_prefill(req, kind))
+        self._at(arrive_s, partial(replica.enqueue_prefill, req, kind))
         if req.drafter is not None:
             req.drafter.admit(req)
 
@@ -696,16 +747,20 @@ class Engine:
 
     def _candidate_replicas(self, req: RequestState) -> list[TargetReplica]:
         """Replicas linked to the request's origin, those available now when any are."""
-        candidates = self.replicas
-        if req.origin:
-            links = self.runtime.clients[req.origin].links
-            linked = [r for r in self.replicas if r.pool in links]
-            candidates = linked or self.replicas
+        candidates = self._linked_replicas(req)
         if not self._always_available:
             now = self.env.now
             available = [r for r in candidates if r.available(now)]
             return available or candidates
         return candidates
+
+    def _linked_replicas(self, req: RequestState) -> list[TargetReplica]:
+        """Replicas linked to the request's origin (all when it has none, or none is linked)."""
+        if req.origin:
+            links = self.runtime.clients[req.origin].links
+            linked = [r for r in self.replicas if r.pool in links]
+            return linked or self.replicas
+        return self.replicas
 
     def _mode_for(self, req: RequestState, replica: TargetReplica) -> str:
         if self.mode != "hybrid":
@@ -766,6 +821,12 @@ class Engine:
         now = self.env.now
         replica = self.replicas[req.replica]
         if req.generated > 0:
+            if self._migrating and req.request_id in self._migrating:
+                self._migrating.discard(req.request_id)
+                if req.drafter is not None:
+                    # Context rebuilt on its new replica: the device drafts the next round.
+                    req.drafter.resume(req)
+                    return
             replica.enqueue_step(req, kind)
             return
         req.generated = 1
@@ -779,30 +840,27 @@ class Engine:
             self._trace_transfer(req, "first_token", False, now, arrive_s, 1)
         drafter = req.drafter
         if drafter is not None:
-
-            def first_token_reaches_device() -> None:
-                req.first_token_s = self.env.now
-                drafter.on_first_token(req)
-
-            self._at(arrive_s, first_token_reaches_device)
+            self._at(arrive_s, partial(self._first_token_reaches_device, req, drafter))
             return
         if req.remaining > 0:
-
-            def first_token_arrives() -> None:
-                req.first_token_s = self.env.now
-
-            self._at(arrive_s, first_token_arrives)
+            self._at(arrive_s, partial(self._first_token_arrives, req))
             replica.enqueue_step(req, kind)
             return
         # A one-token request is finished by its first token.
         replica.release(req)
         req.finish_server_s = now
+        self._at(arrive_s, partial(self._only_token_arrives, req, replica))
 
-        def only_token_arrives() -> None:
-            req.first_token_s = self.env.now
-            self._complete(req, replica)
+    def _first_token_reaches_device(self, req: RequestState, drafter: Drafter) -> None:
+        req.first_token_s = self.env.now
+        drafter.on_first_token(req)
 
-        self._at(arrive_s, only_token_arrives)
+    def _first_token_arrives(self, req: RequestState) -> None:
+        req.first_token_s = self.env.now
+
+    def _only_token_arrives(self, req: RequestState, replica: TargetReplica) -> None:
+        req.first_token_s = self.env.now
+        self._complete(req, replica)
 
     def on_finished_server(self, req: RequestState, now_s: float) -> None:
         """The target committed the last token of a none/fused request."""
@@ -816,7 +874,7 @@ class Engine:
         arrive_s = self._download(req, payload, now_s)
         if self.tracing:
             self._trace_transfer(req, "last_token", False, now_s, arrive_s, 1)
-        self._at(arrive_s, lambda: self._complete(req, replica))
+        self._at(arrive_s, partial(self._complete, req, replica))
 
     def _complete(self, req: RequestState, replica: TargetReplica) -> None:
         now = self.env.now
@@ -849,7 +907,7 @@ class Engine:
             self._trace_transfer(req, "result", False, now_s, arrive_s, gained)
         if req.remaining <= 0:
             req.finish_server_s = now_s
-        self._at(arrive_s, lambda: self._result_arrives(req))
+        self._at(arrive_s, partial(self._result_arrives, req))
 
     def _result_arrives(self, req: RequestState) -> None:
         """A round's verified tokens reached the client: record its TVT, go on or finish."""
@@ -907,36 +965,80 @@ class Engine:
 
     # -- what-if windows -----------------------------------------------------
     def _place_in_flight(self) -> None:
-        """Put a what-if window's starting requests where the snapshot found them.
+        """Put a what-if window's starting requests where the records found them.
 
-        Requests waiting for prefill are queued for it again (and, when
+        Each keeps its arrival, first-token times, TPOT origin, TVT and
+        counters, so its latencies are those of the run's clock. Requests not
+        admitted yet are offered to admission again (before any new arrival);
+        requests waiting for prefill are queued for it again (and, when
         distributed, admitted on their device); the others hold their KV and
-        join their decode lane, distributed ones starting a new draft round.
-        Their latencies in the window's records count from the window start.
+        join their decode lane, distributed ones starting a new draft round;
+        a first token or result still on its way reaches the client at the
+        start. A request whose replica the window lacks (a candidate with
+        fewer replicas, or a replica no longer linked to its origin)
+        migrates: it goes to the linked replica with the fewest outstanding
+        requests (ties: lowest index), which rebuilds its context (prompt and
+        tokens so far) with a prefill before it continues (recompute; KV is
+        never moved between target replicas).
         """
+        now = self.env.now
         for item in self._in_flight:
-            replica = self.replicas[item.replica]
             req = RequestState(
                 item.request_id,
-                0.0,
+                item.arrival_s,
                 item.prompt_tokens,
                 item.output_tokens,
                 item.slo_class,
                 item.origin,
             )
-            req.generated = item.generated
             self._set_slo(req)
+            req.generated = item.generated
+            req.first_token_server_s = item.first_token_server_s
+            req.first_token_s = item.first_token_s
+            req.tpot_origin_s = item.tpot_origin_s
+            req.tvt_max_s = item.tvt_max_s
+            req.drafted = item.drafted
+            req.accepted = item.accepted
+            req.rounds = item.rounds
+            req.preemptions = item.preemptions
+            req.kv_peak_mb = item.kv_peak_mb
+            req.draft_energy_j = item.draft_energy_j
+            req.target_energy_j = item.target_energy_j
+            req.deferred = item.deferred
+            req.spilled = item.spilled
+            req.acceptance_recent = item.acceptance_recent
+            req.draft_slot = item.draft_slot
+            self._in_flight_states.append(req)
+            if item.replica < 0:
+                self._deferred.append(req)
+                continue
             if item.generated > 0:
-                # Its next token is due one TPOT after the window starts.
-                req.tpot_origin_s = -(item.generated - 1) * req.tpot_slo_s
+                if math.isnan(req.first_token_server_s):
+                    req.first_token_server_s = now
+                if not math.isfinite(req.tpot_origin_s):
+                    req.tpot_origin_s = req.first_token_server_s
+                if math.isnan(req.first_token_s):
+                    req.first_token_s = now
+            migrate = item.replica >= len(self.replicas) or (
+                self.replicas[item.replica] not in self._linked_replicas(req)
+            )
+            if migrate:
+                candidates = self._candidate_replicas(req)
+                replica = min(candidates, key=lambda r: (r.outstanding, r.index))
+            else:
+                replica = self.replicas[item.replica]
             req.mode = item.mode
             req.replica = replica.index
             req.device = item.device
             self._resolve(req, replica)
             replica.outstanding += 1
             self._outstanding += 1
-            self._in_flight_states.append(req)
             kind = LANE_OF_MODE[item.mode]
+            if item.generated >= item.output_tokens:
+                # Its last tokens were on their way to the client: they arrive at the start.
+                req.finish_server_s = now
+                call_after(self.env, 0.0, partial(self._complete, req, replica))
+                continue
             if item.generated == 0:
                 if self._predicts_ttft:
                     self._expect_prefill(req, replica)
@@ -944,35 +1046,83 @@ class Engine:
                 if req.drafter is not None:
                     req.drafter.admit(req)
                 continue
+            if migrate:
+                self.tracer.event(
+                    now, "migrate", f"request {req.request_id}", f"replica {replica.index}"
+                )
+                if req.drafter is not None:
+                    self._migrating.add(req.request_id)
+                replica.enqueue_prefill(req, kind)
+                continue
             replica.hold(req, kind)
             if req.drafter is not None:
                 req.drafter.resume(req)
             else:
                 replica.enqueue_step(req, kind)
+        if self._deferred:
+            self._admit_deferred()
 
     def snapshot(self) -> tuple[InFlight, ...]:
-        """Return the admitted, unfinished requests: the state a what-if window starts from."""
+        """Return the arrived, unfinished requests: the records a what-if window starts from."""
         out: list[InFlight] = []
-        for req in self._states + self._in_flight_states:
-            if req.outcome == "unfinished" and req.replica >= 0 and req.remaining > 0:
-                out.append(
-                    InFlight(
-                        req.request_id,
-                        req.prompt_tokens,
-                        req.output_tokens,
-                        req.generated,
-                        req.slo_class,
-                        req.origin,
-                        req.replica,
-                        req.mode,
-                        req.device,
-                    )
+        for req in self._states[: self._arrived] + self._in_flight_states:
+            if req.outcome != "unfinished":
+                continue
+            out.append(
+                InFlight(
+                    req.request_id,
+                    req.prompt_tokens,
+                    req.output_tokens,
+                    req.generated,
+                    req.slo_class,
+                    req.origin,
+                    req.replica,
+                    req.mode,
+                    req.device,
+                    req.arrival_s,
+                    req.first_token_server_s,
+                    req.first_token_s,
+                    req.tpot_origin_s,
+                    req.tvt_max_s,
+                    req.drafted,
+                    req.accepted,
+                    req.rounds,
+                    req.preemptions,
+                    req.kv_peak_mb,
+                    req.draft_energy_j,
+                    req.target_energy_j,
+                    req.deferred,
+                    req.spilled,
+                    req.acceptance_recent,
+                    req.draft_slot,
                 )
+            )
         return tuple(out)
 
+    def fork(self) -> Engine:
+        """Return an independent copy of this stopped engine, pending events and streams included.
+
+        Running the copy on continues exactly as this engine would: same
+        requests in the same places, same queues, same transfers under way,
+        same random-stream states and same event order. The resolved
+        runtime, the request table, the tracer and the progress hook are
+        shared (the first two are never changed by a run).
+        """
+        memo: dict[int, Any] = {
+            id(self.runtime): self.runtime,
+            id(self.requests): self.requests,
+            id(self.tracer): self.tracer,
+        }
+        # SimPy numbers events with an itertools.count, which newer Pythons no
+        # longer copy: the copy counts on from this engine's next number (the
+        # number taken here only shifts this engine's later events, not their order).
+        counter = self.env._eid
+        memo[id(counter)] = itertools.count(next(counter))
+        return copy.deepcopy(self, memo)
+
     # -- run -----------------------------------------------------------------
-    def run(self, until_s: float | None = None) -> EngineOutput:
-        """Run to completion (or ``until_s``) and return the flat results."""
+    def start(self) -> None:
+        """Create the request states, place the starting requests and start arrivals and sampling."""
         table = self.requests
         arrival = table.arrival_s
         prompt = table.prompt_tokens
@@ -990,13 +1140,24 @@ class Engine:
             )
             for i in range(len(table))
         ]
-        self._in_flight_states: list[RequestState] = []
         self._place_in_flight()
         if self._closed_loop is not None:
             self._closed_loop.start(self._states)
         else:
-            self.env.process(self._arrivals())
+            call_after(self.env, 0.0, self._arrivals, URGENT)
         self.sampler.start()
+
+    def advance(self, until_s: float) -> None:
+        """Process every event before ``until_s`` and stop there (later than now)."""
+        self.env.run(until=until_s)
+
+    def output(self) -> EngineOutput:
+        """The flat results of the run so far (stopped at the current time)."""
+        return self._output(self.env.now)
+
+    def run(self, until_s: float | None = None) -> EngineOutput:
+        """Run to completion (or ``until_s``) and return the flat results."""
+        self.start()
         stop = until_s if until_s is not None else self.runtime.settings.until_s
         if stop is not None:
             self.env.run(until=stop)

@@ -43,6 +43,8 @@ windows delay work until the device is available.
 
 from __future__ import annotations
 
+from functools import partial
+
 import simpy
 
 from policies.views import QueuedItem
@@ -197,7 +199,7 @@ class DraftDevice:
         if time_s in self._wakes:
             return
         self._wakes.add(time_s)
-        call_at(self.env, time_s, lambda: self._on_wake(time_s), DECISION)
+        call_at(self.env, time_s, partial(self._on_wake, time_s), DECISION)
 
     def _on_wake(self, time_s: float) -> None:
         self._wakes.discard(time_s)
@@ -265,7 +267,7 @@ class DraftDevice:
                     req.prompt_tokens,
                 )
             )
-        call_at(self.env, now + latency_s, lambda: self._prefill_done(req))
+        call_at(self.env, now + latency_s, partial(self._prefill_done, req))
 
     def _prefill_done(self, req: RequestState) -> None:
         self.ready_prefilled.add(req.request_id)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
+from functools import partial
 from heapq import heappop, heappush
 from typing import Any
 
@@ -260,7 +261,7 @@ class TargetReplica:
         """Make sure the replica decides again (or cuts its decode run) by ``at_s``."""
         if at_s < self._decision_at:
             self._decision_at = at_s
-            call_at(self.env, at_s, lambda: self._on_decision_time(at_s), DECISION)
+            call_at(self.env, at_s, partial(self._on_decision_time, at_s), DECISION)
 
     def _on_decision_time(self, at_s: float) -> None:
         if at_s != self._decision_at:
@@ -633,7 +634,7 @@ class TargetReplica:
         call_at(
             self.env,
             now + latency_s,
-            lambda: self._end_prefill(batch, latency_s, energy_j),
+            partial(self._end_prefill, batch, latency_s, energy_j),
             DECISION,
         )
 
@@ -716,7 +717,7 @@ class TargetReplica:
         call_at(
             self.env,
             run.boundaries_s[planned - 1],
-            lambda: self._end_decode(run, planned),
+            partial(self._end_decode, run, planned),
             DECISION,
         )
 
@@ -857,7 +858,7 @@ class TargetReplica:
         call_at(
             self.env,
             now + latency_s,
-            lambda: self._end_speculative(batch, kind, latency_s, energy_j),
+            partial(self._end_speculative, batch, kind, latency_s, energy_j),
             DECISION,
         )
 
@@ -966,7 +967,7 @@ class TargetReplica:
         call_at(
             self.env,
             now + latency_s,
-            lambda: self._end_mixed(kind, batch, chunks, latency_s, energy_j),
+            partial(self._end_mixed, kind, batch, chunks, latency_s, energy_j),
             DECISION,
         )
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import simpy
 
+from simulator.engine.clock import URGENT, call_after
 from simulator.engine.target import TargetReplica
 
 Totals = Callable[[], tuple[int, int, int]]
@@ -49,33 +50,46 @@ class TimeseriesSampler:
         self._last_k_rounds = 0
 
     def start(self) -> None:
-        """Start sampling (called once, at time 0)."""
+        """Start sampling (called once, when the run starts)."""
         self._last_busy = [0.0] * len(self.replicas)
-        self.env.process(self._loop())
+        call_after(self.env, 0.0, self._wait, URGENT)
 
-    def _loop(self) -> Generator[simpy.Event, Any, None]:
+    # A chain of clock actions rather than a SimPy process, so that a stopped
+    # engine can be copied (see ``Engine.fork``); the order of its steps is
+    # that of the loop: wait one interval, sample; across a quiet stretch
+    # (no event for more than three intervals) sample only its first and last.
+    def _wait(self) -> None:
         env = self.env
-        interval_s = self.interval_s
-        while True:
-            if env.now + interval_s <= env.now:
-                # Past about 2**53 intervals the clock no longer resolves one: stop.
-                return
-            yield env.timeout(interval_s)
-            self._sample(env.now)
-            next_s = env.peek()
-            if next_s == math.inf:
-                return
-            ahead = (next_s - env.now) / interval_s
-            if ahead > 3:
-                # A quiet stretch: no event before ``next_s``, so its samples are equal
-                # but for the time. Only its first and last are written.
-                yield env.timeout(interval_s)
-                self._sample(env.now)
-                if not math.isfinite(ahead):
-                    yield env.timeout(next_s - env.now)
-                    continue
-                yield env.timeout((math.ceil(ahead) - 2) * interval_s)
-                self._sample(env.now)
+        if env.now + self.interval_s <= env.now:
+            # Past about 2**53 intervals the clock no longer resolves one: stop.
+            return
+        call_after(env, self.interval_s, self._tick)
+
+    def _tick(self) -> None:
+        env = self.env
+        self._sample(env.now)
+        next_s = env.peek()
+        if next_s == math.inf:
+            return
+        ahead = (next_s - env.now) / self.interval_s
+        if ahead > 3:
+            # A quiet stretch: no event before ``next_s``, so its samples are equal
+            # but for the time. Only its first and last are written.
+            call_after(env, self.interval_s, partial(self._quiet_first, next_s, ahead))
+            return
+        self._wait()
+
+    def _quiet_first(self, next_s: float, ahead: float) -> None:
+        env = self.env
+        self._sample(env.now)
+        if not math.isfinite(ahead):
+            call_after(env, next_s - env.now, self._wait)
+            return
+        call_after(env, (math.ceil(ahead) - 2) * self.interval_s, self._quiet_last)
+
+    def _quiet_last(self) -> None:
+        self._sample(self.env.now)
+        self._wait()
 
     def _sample(self, now_s: float) -> None:
         tokens_out, k_sum, k_rounds = self.totals()

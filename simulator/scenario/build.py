@@ -909,7 +909,7 @@ class _Builder:
             "planner",
             (),
             "the goodput planner is not part of this version (the engine's what-if windows "
-            "are available from Python: simulator.run(..., in_flight=...))",
+            "are available from Python: simulator.runner.snapshot, run_window and run_candidate)",
         )
         return PlannerSpec(
             bool(raw["enabled"]),

@@ -116,18 +116,24 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self.arrival_s)
 
-    def window(self, start_s: float, end_s: float) -> RequestTable:
-        """Return the requests arriving in ``[start_s, end_s)``, clock shifted to start at 0.
+    def window(self, start_s: float, end_s: float, *, rebase: bool = True) -> RequestTable:
+        """Return the requests arriving in ``[start_s, end_s)``.
 
         The requests keep their ids, so a what-if window started from a
         run's state at ``start_s`` reports them under the same ids.
+
+        Args:
+            start_s: Start of the slice.
+            end_s: Its end (not before ``start_s``).
+            rebase: Shift the clock so the slice starts at 0 (``False``: keep
+                the table's clock, for a window whose clock starts at ``start_s``).
         """
         if not end_s >= start_s:
             raise ValueError(f"window end {end_s} is before its start {start_s}")
         lo = int(np.searchsorted(self.arrival_s, start_s, side="left"))
         hi = int(np.searchsorted(self.arrival_s, end_s, side="left"))
         return RequestTable(
-            arrival_s=self.arrival_s[lo:hi] - start_s,
+            arrival_s=self.arrival_s[lo:hi] - (start_s if rebase else 0.0),
             prompt_tokens=self.prompt_tokens[lo:hi],
             output_tokens=self.output_tokens[lo:hi],
             slo_class=self.slo_class[lo:hi],
