@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
+from simulator.commands.scenario_options import add_scenario_options
 
 HELP = "bisect workload.arrival_scale for the highest rate meeting an SLO attainment"
 
@@ -39,15 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOLERANCE,
         help=f"stop when the interval is this relative width (default {DEFAULT_TOLERANCE})",
     )
-    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario key",
-    )
+    add_scenario_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print the result line only")
 
 

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simulator.commands.scenario_options import add_scenario_options
+
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
 
@@ -33,15 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scenario YAML or JSON file, or builtin:scenarios/examples/NAME.yaml",
     )
     parser.add_argument("-o", "--output", type=Path, default=None, help="results directory")
-    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a scenario key, e.g. --set scheduler.verify.batching.max_batch=16",
-    )
+    add_scenario_options(parser)
     parser.add_argument(
         "--label", default=None, help="name of the run in tables and legends (metadata.label)"
     )
