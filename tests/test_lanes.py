@@ -9,6 +9,7 @@ of 11 tokens (1 at prefill) takes two rounds.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, SharedGpu
 from simulator.engine.tracing import ListTracer
 from simulator.errors import InputError
 from tests.engine_fixtures import constant, write_lut, write_scenario
+from tests.test_serving_discipline import _target_profile, _with_target_profile
 
 ARCHITECTURES = ("baseline", "pd", "pdv", "pdv_hybrid", "pdv_unified")
 
@@ -433,3 +435,52 @@ def test_the_default_architecture_is_the_engine_replica(tmp_path):
     events, result = _log(path)
     assert events == []
     assert result.summary["requests"]["completed"] == 3
+
+
+# -- throttling, availability and the resolved scenario -----------------------------
+def test_a_throttled_replica_slows_its_lane_iterations(tmp_path):
+    """Onset after 10 ms of work at half speed: the round after the prefill takes 56 ms."""
+    path = _scenario(tmp_path, "pd", ONE)
+    profile = _target_profile(tmp_path, thermal={"throttle_factor": 0.5, "throttle_after_s": 0.01})
+    events, _ = _log(_with_target_profile(path, profile))
+    assert events[:4] == [
+        (0.0, "prefill_start", "0"),
+        (10.0, "prefill_end", "0"),
+        (10.0, "round_start", "0"),
+        (66.0, "round_end", "0"),
+    ]
+
+
+def test_overlap_on_a_throttling_replica_is_refused(tmp_path):
+    path = _scenario(tmp_path, "pd", ONE, gpu_sharing="overlap", overlap_efficiency=0.8)
+    profile = _target_profile(tmp_path, thermal={"throttle_factor": 0.5, "throttle_after_s": 0.01})
+    text = _refused(_with_target_profile(path, profile))
+    assert "scheduler.lanes.gpu_sharing" in text
+    assert "throttling is modelled for one iteration at a time" in text
+
+
+def test_no_lane_iteration_starts_outside_an_availability_window(tmp_path):
+    """Available 0-5 ms of every 125 ms: prefill at 0, the draft at 125 ms, the verify at 250."""
+    profile = _target_profile(
+        tmp_path,
+        availability={
+            "kind": "windows",
+            "period_s": 0.125,
+            "windows": [{"start_s": 0.0, "end_s": 0.005}],
+        },
+    )
+    events, _ = _log(_with_target_profile(_scenario(tmp_path, "pdv", ONE), profile))
+    assert _starts(events)[:3] == [
+        (0.0, "prefill", "0"),
+        (125.0, "draft", "0"),
+        (250.0, "verify", "0"),
+    ]
+
+
+def test_the_resolved_scenario_names_the_lane_luts_absolutely(tmp_path):
+    scenario = load_scenario(_scenario(tmp_path, "pdv", ONE))
+    lanes = json.loads(scenario.resolved_json)["scheduler"]["lanes"]
+    for role in ("drafter", "verifier"):
+        lut = Path(lanes[role]["lut"])
+        assert lut.is_absolute()
+        assert lut.is_file()
