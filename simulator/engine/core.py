@@ -52,6 +52,7 @@ from simulator.engine.clock import URGENT, call_after, call_at
 from simulator.engine.closed_loop import ClosedLoopDriver
 from simulator.engine.costs import DECODE, FUSED, VERIFY, LutStepPredictor
 from simulator.engine.draft_device import DraftDevice
+from simulator.engine.lane_replica import LaneReplica
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
@@ -274,8 +275,12 @@ class Engine:
             else None
         )
         """Chooses each distributed request's drafter model (``None``: one model per class)."""
+        lanes = sched.lanes
         self.replicas = [
-            TargetReplica(self.context, index, plan) for index, plan in enumerate(runtime.replicas)
+            TargetReplica(self.context, index, plan)
+            if plan.lane_costs is None
+            else LaneReplica(self.context, index, plan, lanes)
+            for index, plan in enumerate(runtime.replicas)
         ]
         self._always_available = all(r.always_available for r in self.replicas)
         self._devices: dict[tuple[str, int], DraftDevice] = {}

@@ -194,6 +194,24 @@ class ReplicaCosts:
         return min(cost.context_window for cost in costs if cost is not None)
 
 
+@dataclass(frozen=True)
+class LaneCosts:
+    """A fused round split into its passes on one GPU (``scheduler.lanes``).
+
+    A fused LUT composes a round as the draft model's ``k`` decode steps then
+    the target's verify of ``k`` drafts (``lut_population/PLAN.md`` 4.7); a
+    lane architecture runs the two as separate iterations, priced from the
+    LUTs they are composed of.
+
+    Attributes:
+        draft: The draft model's ``draft_decode`` cost on one GPU of the replica.
+        verify: The target model's ``verify`` cost on the replica.
+    """
+
+    draft: PhaseCost
+    verify: PhaseCost
+
+
 class LutStepPredictor:
     """A replica's predicted decode-lane iteration time (see :class:`policies.views.StepPredictor`).
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from simulator.acceptance import AcceptanceModel
 from simulator.devices.model import Availability, ThermalSpec
-from simulator.engine.costs import DECODE, FUSED, VERIFY, PhaseCost, ReplicaCosts
+from simulator.engine.costs import DECODE, FUSED, VERIFY, LaneCosts, PhaseCost, ReplicaCosts
 from simulator.errors import InputError, make_issue
 from simulator.lut import LutKey, LutManager
 from simulator.scenario.model import (
@@ -29,6 +29,7 @@ from simulator.scenario.model import (
     PolicyChoice,
     Scenario,
     SchedulerSpec,
+    lane_lut_key,
 )
 from simulator.workload.closed_loop import ClosedLoop
 
@@ -48,6 +49,8 @@ class ReplicaPlan:
         availability: When it can work.
         gpus: GPUs in the replica.
         fused_acceptance: Acceptance curve of its fused model (fused and hybrid modes).
+        lane_costs: The split draft and verify costs of a lane architecture
+            (``None``: the replica of ``scheduler.arbitration``).
     """
 
     pool: str
@@ -58,6 +61,7 @@ class ReplicaPlan:
     availability: Availability
     gpus: int
     fused_acceptance: AcceptanceModel | None
+    lane_costs: LaneCosts | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +271,24 @@ class _Resolver:
             availability=device.availability,
             gpus=device.profile.compute.gpus_per_replica,
             fused_acceptance=self.acceptance(device.fused_model) if fused else None,
+            lane_costs=self.lane_costs(device),
+        )
+
+    def lane_costs(self, device: DeviceClass) -> LaneCosts | None:
+        """The split draft and verify costs of a lane architecture (else ``None``)."""
+        scenario = self.scenario
+        lanes = scenario.scheduler.lanes
+        if lanes.architecture == "engine" or device.fused_model is None:
+            return None
+        assert lanes.drafter is not None and lanes.verifier is not None
+        out_of_range = scenario.simulation.lut_out_of_range
+        return LaneCosts(
+            draft=PhaseCost(
+                scenario.luts, lane_lut_key(lanes.drafter, device, "draft_decode"), out_of_range
+            ),
+            verify=PhaseCost(
+                scenario.luts, lane_lut_key(lanes.verifier, device, "verify"), out_of_range
+            ),
         )
 
     def client(self, device: DeviceClass) -> ClientPool:

@@ -531,13 +531,18 @@ class TargetReplica:
             return (req.prompt_tokens + req.output_tokens + self.context.k_reserve) * per_token
         return (req.context + 1) * per_token
 
-    def _select_prefill(self) -> tuple[list[tuple[RequestState, str]], float]:
+    def _select_prefill(
+        self, limit: int | None = None
+    ) -> tuple[list[tuple[RequestState, str]], float]:
         """Pick the prefill batch: FIFO prefix whose KV fits, then the lane policy.
 
-        At most as many as the running set has free slots; none while it is full
-        (the next finish frees a slot and the replica decides again then).
+        At most as many as the running set has free slots (and ``limit``); none
+        while it is full (the next finish frees a slot and the replica decides
+        again then).
         """
         slots = self.max_running - len(self.holders)
+        if limit is not None:
+            slots = min(slots, limit)
         if slots <= 0:
             return [], INF
         first_kind = self.prefill_q[0][1]
@@ -551,7 +556,7 @@ class TargetReplica:
             if need > budget + 1e-9:
                 if not eligible and need > self.kv.capacity_mb:
                     self._reject_too_large(i)
-                    return self._select_prefill() if self.prefill_q else ([], INF)
+                    return self._select_prefill(limit) if self.prefill_q else ([], INF)
                 break
             budget -= need
             eligible.append(i)

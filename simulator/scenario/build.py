@@ -37,7 +37,9 @@ from simulator.scenario.model import (
     AcceptanceCurve,
     DeviceClass,
     JitterSpec,
+    LaneModel,
     LaneSpec,
+    LanesSpec,
     Link,
     Metadata,
     MetricsSpec,
@@ -51,6 +53,7 @@ from simulator.scenario.model import (
     SchedulerSpec,
     SimulationSpec,
     SpeculationSpec,
+    lane_lut_key,
 )
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.schema import scenario_schema
@@ -840,7 +843,141 @@ class _Builder:
             "draft_selection", raw["policy"], raw["params"], "scheduler.draft.model_selection"
         )
 
-    def scheduler(self) -> SchedulerSpec:
+    def lanes(self, classes: list[DeviceClass], luts: dict[Path, LutTable | None]) -> LanesSpec:
+        """``scheduler.lanes``: refuse settings the architecture does not use; load its LUTs."""
+        raw = self.doc["scheduler"]["lanes"]
+        arch = raw["architecture"]
+        mode = self.doc["speculation"]["mode"]
+        key = "scheduler.lanes"
+        if arch == "engine":
+            self.refuse_non_defaults(
+                key,
+                tuple(k for k in raw if k != "architecture"),
+                "architecture engine runs the replica of scheduler.arbitration",
+            )
+            return LanesSpec()
+        if mode != "fused":
+            self.issue(
+                f"{key}.architecture",
+                arch,
+                f"engine in mode {mode!r} (lane architectures split fused rounds: mode fused)",
+                "lane architecture without fused rounds",
+            )
+            return LanesSpec()
+        sched = self.doc["scheduler"]
+        if sched["arbitration"]["policy"] != "prefill_first" or sched["arbitration"]["params"]:
+            self.issue(
+                "scheduler.arbitration",
+                sched["arbitration"],
+                f"the default (prefill_first, no params) with scheduler.lanes.architecture {arch} "
+                "(the architecture is the replica's arbitration rule)",
+                "two arbitration rules for one replica",
+            )
+        if sched["kv"]["on_full"] != "queue":
+            self.issue(
+                "scheduler.kv.on_full",
+                sched["kv"]["on_full"],
+                f"queue with scheduler.lanes.architecture {arch} (lane architectures reserve "
+                "every request's KV at prefill; recompute preemption is not modelled for them)",
+                "KV rule the lane architectures do not run",
+            )
+        uses = {
+            "verify_first_margin": ("pdv", "pdv_hybrid"),
+            "hybrid_threshold": ("pdv_hybrid",),
+            "unified_admit_factor": ("pdv_unified",),
+        }
+        defaults = _SCHEMA["properties"]["scheduler"]["properties"]["lanes"]["properties"]
+        for name, archs in uses.items():
+            if arch not in archs and raw[name] != defaults[name]["default"]:
+                self.issue(
+                    f"{key}.{name}",
+                    raw[name],
+                    f"{json.dumps(defaults[name]['default'])} (the default): only "
+                    + " and ".join(archs)
+                    + " use it",
+                    "setting that would have no effect",
+                )
+        overlap = raw["gpu_sharing"] == "overlap"
+        if overlap and raw["overlap_efficiency"] is None:
+            self.issue(
+                f"{key}.overlap_efficiency",
+                None,
+                "a number from 0.5 (no overlap) to 1 (perfect overlap) with gpu_sharing overlap",
+                "overlap model without its efficiency",
+            )
+        if not overlap and raw["overlap_efficiency"] is not None:
+            self.issue(
+                f"{key}.overlap_efficiency",
+                raw["overlap_efficiency"],
+                "null (the default) with gpu_sharing serialized (iterations never overlap)",
+                "setting that would have no effect",
+            )
+        if overlap and arch == "pdv_unified":
+            self.issue(
+                f"{key}.gpu_sharing",
+                "overlap",
+                "serialized with pdv_unified (its one worker runs one iteration at a time)",
+                "overlap with nothing to overlap",
+            )
+        if overlap:
+            for device in classes:
+                if device.type == "target" and device.profile.compute.thermal is not None:
+                    self.issue(
+                        f"{key}.gpu_sharing",
+                        "overlap",
+                        f"serialized: target pool {device.id} throttles (profile "
+                        f"{device.profile.id}), and throttling is modelled for one iteration "
+                        "at a time",
+                        "overlap on a throttling replica",
+                    )
+        models: dict[str, LaneModel | None] = {}
+        for role, phase in (("drafter", "draft_decode"), ("verifier", "verify")):
+            entry = raw[role]
+            if entry is None:
+                self.issue(
+                    f"{key}.{role}",
+                    None,
+                    f"{{lut: ..., model: ...}} naming the LUT with the {phase} rows of the "
+                    f"fused model's {'draft' if role == 'drafter' else 'target'} model",
+                    f"architecture {arch} needs the split costs of a round",
+                )
+                models[role] = None
+                continue
+            path = resolve_path(self.base_dir, entry["lut"])
+            if path not in luts:
+                luts[path] = self.load_file(f"{key}.{role}.lut", entry["lut"], load_lut, "LUT")
+            model = LaneModel(entry["model"], path, entry.get("dtype", "fp16"))
+            models[role] = model
+            table = luts[path]
+            if table is None:
+                continue
+            have = LutManager([table])
+            for device in classes:
+                if device.type != "target" or device.fused_model is None:
+                    continue
+                lut_key = lane_lut_key(model, device, phase)
+                if not have.has(lut_key):
+                    self.issue(
+                        f"{key}.{role}",
+                        entry,
+                        f"a LUT with {phase} rows of model {model.model_id} on "
+                        f"{lut_key.hardware} at tensor parallel {lut_key.tensor_parallel}, "
+                        f"dtype {model.dtype} (target pool {device.id})",
+                        "LUT without the rows the split rounds need",
+                    )
+        return LanesSpec(
+            architecture=arch,
+            gpu_sharing=raw["gpu_sharing"],
+            overlap_efficiency=raw["overlap_efficiency"],
+            host_overhead_ms=float(raw["host_overhead_ms"]),
+            verify_first_margin=raw["verify_first_margin"],
+            hybrid_threshold=int(raw["hybrid_threshold"]),
+            unified_admit_factor=float(raw["unified_admit_factor"]),
+            drafter=models["drafter"],
+            verifier=models["verifier"],
+        )
+
+    def scheduler(self, lanes: LanesSpec) -> SchedulerSpec:
         sched = self.doc["scheduler"]
         if sched["arbitration"]["policy"] == "chunked_prefill":
             if sched["prefill"]["policy"] != "fcfs":
@@ -901,6 +1038,7 @@ class _Builder:
                 "scheduler.arbitration",
             ),
             draft_selection=self.draft_selection(),
+            lanes=lanes,
         )
 
     def planner(self) -> PlannerSpec:
@@ -1024,7 +1162,7 @@ def build_scenario(
     builder.lut_coverage(classes, models, luts)
     builder.client_links(classes, network)
     speculation = builder.speculation(models, curves)
-    scheduler = builder.scheduler()
+    scheduler = builder.scheduler(builder.lanes(classes, luts))
     planner = builder.planner()
     metrics = builder.metrics()
     workload = builder.workload([d for d, t in device_ids.items() if t == "draft"])

@@ -108,6 +108,10 @@ def absolute_paths(document: dict[str, Any], file: Path) -> dict[str, Any]:
     for list_key, field in PATH_LISTS.items():
         for entry in spec.get(list_key, []):
             entry[field] = _absolute(entry[field], base)
+    lanes = out.get("scheduler", {}).get("lanes", {})
+    for role in ("drafter", "verifier"):
+        if isinstance(lanes.get(role), dict) and "lut" in lanes[role]:
+            lanes[role]["lut"] = _absolute(lanes[role]["lut"], base)
     _absolute_workload(out["workload"], base)
     return out
 

@@ -22,6 +22,8 @@ Mode = Literal["none", "distributed", "fused", "hybrid"]
 DeviceType = Literal["draft", "target"]
 ModelKind = Literal["drafter", "verifier", "fused"]
 KvOnFull = Literal["queue", "preempt_recompute"]
+Architecture = Literal["engine", "baseline", "pd", "pdv", "pdv_hybrid", "pdv_unified"]
+GpuSharing = Literal["serialized", "overlap"]
 
 MODES: tuple[Mode, ...] = ("none", "distributed", "fused", "hybrid")
 
@@ -236,6 +238,71 @@ class LaneSpec:
 
 
 @dataclass(frozen=True)
+class LaneModel:
+    """A model a lane architecture prices its split rounds with (``scheduler.lanes``).
+
+    Attributes:
+        model_id: The ``model`` value of its LUT rows.
+        lut_path: The LUT file it was loaded from.
+        dtype: The dtype of the LUT rows used.
+    """
+
+    model_id: str
+    lut_path: Path
+    dtype: str
+
+
+def lane_lut_key(model: LaneModel, device: DeviceClass, phase: str) -> LutKey:
+    """The LUT key a lane architecture prices ``phase`` of ``model`` with on ``device``.
+
+    The draft model's ``draft_decode`` runs on one GPU of the replica (tensor
+    and pipeline parallel 1, as the fused LUTs compose it); the target's
+    ``verify`` runs on the whole replica.
+    """
+    whole = phase != "draft_decode"
+    return LutKey(
+        phase=phase,
+        model=model.model_id,
+        hardware=device.hardware,
+        tensor_parallel=device.tensor_parallel if whole else 1,
+        pipeline_parallel=device.pipeline_parallel if whole else 1,
+        dtype=model.dtype,
+    )
+
+
+@dataclass(frozen=True)
+class LanesSpec:
+    """How a fused replica's draft, verify and prefill work share its GPU (``scheduler.lanes``).
+
+    Attributes:
+        architecture: ``engine`` (the replica of ``scheduler.arbitration``) or
+            one of the lane architectures.
+        gpu_sharing: ``serialized`` or ``overlap``.
+        overlap_efficiency: Rate of each of two overlapping iterations of
+            different bound classes (``overlap`` only).
+        host_overhead_ms: Host time per model forward pass.
+        verify_first_margin: Verify before decode when the verify queue is
+            longer than the decode queue by more than this (``None``: never).
+        hybrid_threshold: ``pdv_hybrid``: atomic rounds while at most this
+            many requests run.
+        unified_admit_factor: ``pdv_unified``: a pass admits a prefill while
+            the decode queue is below this many batches.
+        drafter: The draft model's LUT (its ``draft_decode`` rows).
+        verifier: The target model's LUT (its ``verify`` rows).
+    """
+
+    architecture: Architecture = "engine"
+    gpu_sharing: GpuSharing = "serialized"
+    overlap_efficiency: float | None = None
+    host_overhead_ms: float = 0.0
+    verify_first_margin: int | None = None
+    hybrid_threshold: int = 3
+    unified_admit_factor: float = 1.2
+    drafter: LaneModel | None = None
+    verifier: LaneModel | None = None
+
+
+@dataclass(frozen=True)
 class SchedulerSpec:
     """Batching, routing, admission and KV behaviour.
 
@@ -252,6 +319,7 @@ class SchedulerSpec:
     max_running_requests: int
     arbitration: PolicyChoice
     draft_selection: PolicyChoice
+    lanes: LanesSpec = LanesSpec()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,161 @@
+"""Iterations of several lanes sharing one GPU (``scheduler.lanes.gpu_sharing``).
+
+An iteration is a sequence of segments, each a standalone duration (what
+the LUT gives for it alone on the GPU, or host time) and a class:
+
+- ``host``: framework time on the CPU before a forward pass (launches,
+  Python loops). It never slows down and slows nothing down.
+- ``memory``: a memory-bound pass (draft-model decode steps).
+- ``compute``: a compute-bound pass (prefill, verify).
+
+With ``serialized`` sharing the replica runs one iteration at a time, so
+each segment runs at its standalone speed. With ``overlap`` sharing the
+lanes run on their own streams and iterations overlap; while they do, each
+GPU segment progresses at the rate
+
+    rate = (1 / n_same) * (e if a segment of the other class runs else 1)
+
+where ``n_same`` is the number of running GPU segments of its class
+(segments of one class compete for the same unit and time-slice it) and
+``e`` is ``overlap_efficiency`` (0.5 to 1): a memory-bound and a
+compute-bound pass use different units and overlap (NanoFlow, Zhu et al.,
+2024, overlaps compute-, memory- and network-bound operations inside one
+device; Sarathi-Serve, Agrawal et al., OSDI 2024, piggybacks memory-bound
+decodes on compute-bound prefill chunks). ``e = 1`` is perfect overlap (each
+runs as if alone), ``e = 0.5`` none (two overlapping passes finish together
+no sooner than one after the other). How well two real kernels overlap
+depends on the kernels and the GPU; it is configuration, required with
+``overlap``. Energy is the LUT's energy of each pass whatever the overlap.
+
+Event-driven: one clock event per segment end; whenever the set of running
+segments changes (a start or an end) the remaining work of every running
+segment is brought up to date and the next end is rescheduled (an earlier
+scheduled event that no longer applies is ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import simpy
+
+from simulator.engine.clock import DECISION, call_at
+
+HOST = "host"
+MEMORY = "memory"
+COMPUTE = "compute"
+_GPU_CLASSES = (MEMORY, COMPUTE)
+_EPS_S = 1e-12
+"""Remaining work below this counts as done (floating-point rounding)."""
+
+Segment = tuple[float, str]
+"""A standalone duration in seconds and its class."""
+
+
+class _Running:
+    __slots__ = ("done", "index", "left_s", "rate", "segments")
+
+    def __init__(self, segments: Sequence[Segment], done: Callable[[], None]) -> None:
+        self.segments = segments
+        self.index = 0
+        self.left_s = segments[0][0]
+        self.rate = 1.0
+        self.done = done
+
+
+class SharedGpu:
+    """Runs iterations made of segments on one GPU (see the module docstring).
+
+    Args:
+        env: The simulation's clock.
+        efficiency: ``overlap_efficiency`` (1.0 when iterations never overlap).
+
+    Attributes:
+        busy_s: Time during which at least one iteration ran.
+    """
+
+    def __init__(self, env: simpy.Environment, efficiency: float) -> None:
+        self.env = env
+        self.efficiency = efficiency
+        self.busy_s = 0.0
+        self._running: list[_Running] = []
+        self._ending: list[_Running] = []
+        self._last_s = 0.0
+        self._generation = 0
+
+    @property
+    def running(self) -> int:
+        """Iterations under way."""
+        return len(self._running)
+
+    def start(self, segments: Sequence[Segment], done: Callable[[], None]) -> None:
+        """Start an iteration now; ``done`` is called when its last segment ends."""
+        if not segments:
+            raise ValueError("an iteration has at least one segment")
+        self._advance()
+        self._running.append(_Running(segments, done))
+        self._reschedule()
+
+    def _advance(self) -> None:
+        """Bring every running segment's remaining work up to now."""
+        now = self.env.now
+        elapsed = now - self._last_s
+        if elapsed > 0 and self._running:
+            self.busy_s += elapsed
+            for run in self._running:
+                run.left_s -= elapsed * run.rate
+        self._last_s = now
+
+    def _rates(self) -> None:
+        counts = {MEMORY: 0, COMPUTE: 0}
+        for run in self._running:
+            klass = run.segments[run.index][1]
+            if klass != HOST:
+                counts[klass] += 1
+        for run in self._running:
+            klass = run.segments[run.index][1]
+            if klass == HOST:
+                run.rate = 1.0
+                continue
+            other = COMPUTE if klass == MEMORY else MEMORY
+            run.rate = (self.efficiency if counts[other] else 1.0) / counts[klass]
+
+    def _reschedule(self) -> None:
+        """Step finished segments, then schedule the next segment end."""
+        finished: list[_Running] = []
+        while True:
+            stepped = False
+            for run in self._running:
+                while run.left_s <= _EPS_S and run not in finished:
+                    run.index += 1
+                    if run.index == len(run.segments):
+                        finished.append(run)
+                        break
+                    run.left_s = run.segments[run.index][0]
+                    stepped = True
+            if not stepped:
+                break
+        if finished:
+            self._running = [run for run in self._running if run not in finished]
+        self._generation += 1
+        if self._running:
+            self._rates()
+            ends = [run.left_s / run.rate for run in self._running]
+            end_s = min(ends)
+            self._ending = [
+                run
+                for run, at in zip(self._running, ends, strict=True)
+                if at <= end_s * (1 + 1e-12)
+            ]
+            generation = self._generation
+            call_at(self.env, self.env.now + end_s, lambda: self._on_end(generation), DECISION)
+        for run in finished:
+            run.done()
+
+    def _on_end(self, generation: int) -> None:
+        if generation != self._generation:
+            return  # the running set changed since: a later event applies
+        self._advance()
+        for run in self._ending:
+            run.left_s = 0.0  # due now: no rounding left over
+        self._reschedule()
