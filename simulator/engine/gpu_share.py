@@ -36,6 +36,7 @@ scheduled event that no longer applies is ignored).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import simpy
 
@@ -148,7 +149,7 @@ class SharedGpu:
                 if at <= end_s * (1 + 1e-12)
             ]
             generation = self._generation
-            call_at(self.env, self.env.now + end_s, lambda: self._on_end(generation), DECISION)
+            call_at(self.env, self.env.now + end_s, partial(self._on_end, generation), DECISION)
         for run in finished:
             run.done()
 

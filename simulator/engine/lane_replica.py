@@ -40,6 +40,7 @@ its own iteration when it has one and running iterations share the GPU.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from policies.views import QueuedItem
@@ -261,7 +262,7 @@ class LaneReplica(TargetReplica):
                 f"replica {self.index}",
                 "requests=" + ",".join(str(i) for i in ids),
             )
-        self.gpu.start(segments, lambda: self._finish(kind, batch, now, energy_j))
+        self.gpu.start(segments, partial(self._finish, kind, batch, now, energy_j))
 
     def _finish(self, kind: str, batch: list[Any], start_s: float, energy_j: float) -> None:
         """An iteration ended: account it, move its requests on, decide again."""

@@ -881,6 +881,20 @@ class _Builder:
                 "every request's KV at prefill; recompute preemption is not modelled for them)",
                 "KV rule the lane architectures do not run",
             )
+        micro_schema = _SCHEMA["properties"]["scheduler"]["properties"]["verify"]["properties"][
+            "microbatch"
+        ]["properties"]
+        micro = sched["verify"]["microbatch"]
+        if any(
+            micro.get(key, spec["default"]) != spec["default"] for key, spec in micro_schema.items()
+        ):
+            self.issue(
+                "scheduler.verify.microbatch",
+                micro,
+                f"the defaults with scheduler.lanes.architecture {arch} (a lane iteration is "
+                "priced whole, at its mean context and largest k)",
+                "microbatch split the lane architectures do not run",
+            )
         uses = {
             "verify_first_margin": ("pdv", "pdv_hybrid"),
             "hybrid_threshold": ("pdv_hybrid",),
