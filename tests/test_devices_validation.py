@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,34 @@ def test_availability_windows_rules(tmp_path):
     assert "kind 'always'" in found["availability.windows"].allowed
 
 
+@pytest.mark.parametrize(
+    ("windows", "key", "problem"),
+    [
+        ([{"start_s": 10, "end_s": 10.0005}], "availability.windows[0].end_s", "shorter than 1 ms"),
+        (
+            [{"start_s": 10, "end_s": 20}, {"start_s": 20.0004, "end_s": 30}],
+            "availability.windows[1].start_s",
+            "gap shorter than 1 ms",
+        ),
+        (
+            [{"start_s": 0.0002, "end_s": 20}, {"start_s": 30, "end_s": 100}],
+            "availability.windows",
+            "gap shorter than 1 ms",
+        ),
+    ],
+)
+def test_availability_spans_under_a_millisecond_are_refused(tmp_path, windows, key, problem):
+    doc = copy.deepcopy(DRAFT)
+    doc["availability"] = {"kind": "windows", "period_s": 100, "windows": windows}
+    doc["sources"]["availability.period_s"] = "configuration: test schedule"
+    for index in range(len(windows)):
+        for end in ("start_s", "end_s"):
+            doc["sources"][f"availability.windows[{index}].{end}"] = "configuration"
+    found = issues_of(write(tmp_path, doc))
+    assert key in found
+    assert problem in found[key].problem
+
+
 def test_top_level_not_a_mapping(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("- 1\n- 2\n", encoding="utf-8")
@@ -276,3 +305,31 @@ def test_next_available_is_available_and_not_earlier(time_s):
     assert start >= time_s
     assert start - time_s < 100.0
     assert WINDOWS.is_available(start) or WINDOWS.is_available(start + 1e-6)
+
+
+@given(
+    st.floats(min_value=0.0, max_value=1e5, allow_nan=False),
+    st.sampled_from([0.1, 0.3, 0.7, 1.1, 100.0]),
+    st.integers(min_value=0, max_value=90),
+    st.integers(min_value=5, max_value=100),
+)
+def test_the_lookups_agree_exactly_at_period_boundaries(time_s, period_s, start, width):
+    """The next available time is available and the next unavailable one is not, to the ulp."""
+    # Windows and gaps on a grid of a hundredth of the period (at least 1 ms, as validated).
+    begin = start / 100 * period_s
+    end = min(period_s, (start + width) / 100 * period_s)
+    availability = Availability("windows", period_s, (AvailabilityWindow(begin, end),))
+    opens = availability.next_available_s(time_s)
+    assert opens >= time_s and availability.is_available(opens)
+    closes = availability.next_unavailable_s(time_s)
+    if math.isfinite(closes):
+        assert closes >= time_s and not availability.is_available(closes)
+
+
+def test_a_boundary_of_a_tenth_of_a_second_period_is_consistent():
+    # fmod(0.5, 0.1) is 0.09999999999999998: the old lookups disagreed here and a
+    # replica re-decided at the same instant for ever.
+    availability = Availability("windows", 0.1, (AvailabilityWindow(0.0, 0.05),))
+    assert availability.is_available(0.5)
+    assert availability.next_available_s(0.5) == 0.5
+    assert availability.next_unavailable_s(0.5) == pytest.approx(0.55)

@@ -34,6 +34,12 @@ SELF_CITED_KEY = "source"
 _REL_TOL = 1e-6
 
 
+MIN_AVAILABILITY_SPAN_S = 1e-3
+"""Shortest availability window or gap: schedules are kept well above the
+clock's floating-point resolution, so the start and end of every window are
+distinct representable times."""
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -338,9 +344,26 @@ def availability_section_issues(
     for index, window in enumerate(windows):
         start, end = window["start_s"], window["end_s"]
         where = f"{key}.windows[{index}]"
-        if end <= start:
+        if end < start + MIN_AVAILABILITY_SPAN_S:
             issues.append(
-                make_issue(file, f"{where}.end_s", end, f"> start_s ({start})", "empty window")
+                make_issue(
+                    file,
+                    f"{where}.end_s",
+                    end,
+                    f">= start_s + {MIN_AVAILABILITY_SPAN_S} s ({start + MIN_AVAILABILITY_SPAN_S})",
+                    "empty window" if end <= start else "window shorter than 1 ms",
+                )
+            )
+        if 0.0 < start - previous_end < MIN_AVAILABILITY_SPAN_S:
+            issues.append(
+                make_issue(
+                    file,
+                    f"{where}.start_s",
+                    start,
+                    f"{previous_end} (touching the previous window) or at least "
+                    f"{previous_end + MIN_AVAILABILITY_SPAN_S}",
+                    "gap shorter than 1 ms",
+                )
             )
         if period is not None and end > period:
             issues.append(
@@ -359,6 +382,19 @@ def availability_section_issues(
                 )
             )
         previous_end = max(previous_end, end)
+    if period is not None and windows:
+        wrap_gap = period - previous_end + windows[0]["start_s"]
+        if 0.0 < wrap_gap < MIN_AVAILABILITY_SPAN_S:
+            issues.append(
+                make_issue(
+                    file,
+                    f"{key}.windows",
+                    windows,
+                    "no gap or a gap of at least 1 ms from the last window's end, across the "
+                    "period's end, to the first window's start",
+                    "gap shorter than 1 ms",
+                )
+            )
     return issues
 
 

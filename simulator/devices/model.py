@@ -186,35 +186,89 @@ class Availability:
         """Return whether the device is available at simulated time ``time_s``."""
         if self.kind == "always" or self.period_s is None:
             return True
-        phase = math.fmod(time_s, self.period_s)
+        phase = self._cycle(time_s)[1]
         return any(w.start_s <= phase < w.end_s for w in self.windows)
 
     def next_available_s(self, time_s: float) -> float:
-        """Return the earliest time ``>= time_s`` at which the device is available."""
+        """Return the earliest time ``>= time_s`` at which the device is available.
+
+        :meth:`is_available` holds at the returned time (floating-point
+        rounding of a period boundary never makes the two disagree).
+        """
         if self.kind == "always" or self.period_s is None or not self.windows:
             return time_s
-        cycle_start = time_s - math.fmod(time_s, self.period_s)
-        phase = time_s - cycle_start
+        cycle_start, phase = self._cycle(time_s)
+        found = cycle_start + self.period_s + self.windows[0].start_s
         for window in self.windows:
             if phase < window.end_s:
-                return cycle_start + max(phase, window.start_s)
-        return cycle_start + self.period_s + self.windows[0].start_s
+                found = time_s if phase >= window.start_s else cycle_start + window.start_s
+                break
+        return self._settle(found, want_available=True)
 
     def next_unavailable_s(self, time_s: float) -> float:
-        """Return the earliest time ``>= time_s`` at which the device is unavailable (inf: never)."""
+        """Return the earliest time ``>= time_s`` at which the device is unavailable (inf: never).
+
+        Windows that touch (one ends where the next begins, across the
+        period's end too) count as one. :meth:`is_available` is false at the
+        returned time (when finite).
+        """
         if self.kind == "always" or self.period_s is None or not self.windows:
             return math.inf
-        cycle_start = time_s - math.fmod(time_s, self.period_s)
-        phase = time_s - cycle_start
+        windows = self.windows
+        cycle_start, phase = self._cycle(time_s)
+        index = next((i for i, w in enumerate(windows) if w.start_s <= phase < w.end_s), None)
+        if index is None:
+            return time_s
+        if self._covers_period():
+            return math.inf
+        while True:  # follow touching windows to the first gap
+            following = index + 1
+            if following < len(windows) and windows[following].start_s <= windows[index].end_s:
+                index = following
+            elif (
+                following == len(windows)
+                and windows[index].end_s >= self.period_s
+                and windows[0].start_s <= 0.0
+            ):
+                cycle_start += self.period_s
+                index = 0
+            else:
+                break
+        return self._settle(cycle_start + windows[index].end_s, want_available=False)
+
+    def _covers_period(self) -> bool:
+        """Whether the windows, touching one another, cover the whole period."""
+        assert self.period_s is not None
+        reach = 0.0
         for window in self.windows:
-            if phase < window.start_s:
+            if window.start_s > reach:
+                return False
+            reach = max(reach, window.end_s)
+        return reach >= self.period_s
+
+    def _cycle(self, time_s: float) -> tuple[float, float]:
+        """The start of the period holding ``time_s`` and its phase in ``[0, period_s)``."""
+        period = self.period_s
+        assert period is not None
+        cycle_start = math.floor(time_s / period) * period
+        phase = time_s - cycle_start
+        if phase < 0.0:  # the division rounded up across a boundary
+            cycle_start -= period
+        elif phase >= period:  # ... or down
+            cycle_start += period
+        return cycle_start, time_s - cycle_start
+
+    def _settle(self, time_s: float, *, want_available: bool) -> float:
+        """Step ``time_s`` up by ulps until :meth:`is_available` says ``want_available``.
+
+        A boundary computed as start + phase may land a rounding step short
+        of the period it belongs to; a few ulps always reach it.
+        """
+        for _ in range(64):
+            if self.is_available(time_s) == want_available:
                 return time_s
-            if phase < window.end_s:
-                if window.end_s >= self.period_s and self.windows[0].start_s <= 0.0:
-                    # Open across the period's end: closed at the end of the next window.
-                    return cycle_start + self.period_s + self.windows[0].end_s
-                return cycle_start + window.end_s
-        return time_s
+            time_s = math.nextafter(time_s, math.inf)
+        raise AssertionError(f"availability boundary not reached near {time_s!r}")
 
 
 @dataclass(frozen=True)
