@@ -9,10 +9,11 @@ of workers.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,17 +131,51 @@ def execute(
         yield from _pool(tasks, workers)
 
 
+_INHERITED: Sequence[Task] = ()
+"""A pool worker's copy of the sweep's tasks, set once when the worker starts
+(see :func:`_pool`); the parent process never sets it."""
+
+
+def _inherit(tasks: Sequence[Task]) -> None:
+    """Pool initializer: keep the tasks the worker was forked with."""
+    global _INHERITED
+    _INHERITED = tasks
+
+
+def _run_inherited(position: int) -> Outcome:
+    """Run the task at ``position`` of the worker's inherited tasks."""
+    return run_task(_INHERITED[position])
+
+
 def _pool(tasks: Sequence[Task], workers: int) -> Iterator[Outcome]:
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-        pending = {pool.submit(run_task, task) for task in tasks}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
-        finally:
-            for future in pending:
-                future.cancel()
+    """Run ``tasks`` in a process pool.
+
+    Where processes are forked, each worker inherits the resolved scenarios
+    with its memory and receives only a task's position: pickling a scenario
+    (its LUTs included) costs about as much as running a small one, and the
+    parent would do it serially. Elsewhere each task is pickled.
+    """
+    size = min(workers, len(tasks))
+    if "fork" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(size, context, initializer=_inherit, initargs=(tasks,)) as pool:
+            yield from _collect(pool, [pool.submit(_run_inherited, i) for i in range(len(tasks))])
+        return
+    with ProcessPoolExecutor(max_workers=size) as pool:
+        yield from _collect(pool, [pool.submit(run_task, task) for task in tasks])
+
+
+def _collect(pool: ProcessPoolExecutor, futures: list[Future[Outcome]]) -> Iterator[Outcome]:
+    """Yield each future's outcome as it finishes; cancel the rest if the caller stops."""
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+    finally:
+        for future in pending:
+            future.cancel()
 
 
 def _import_ray() -> Any:
