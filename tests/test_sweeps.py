@@ -86,6 +86,40 @@ def test_resume_skips_finished_runs(tmp_path):
     assert (out / "sweep.csv").read_bytes() == first
 
 
+def test_a_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
+    """SIGKILL a real ``simulate sweep`` after its second run; the rerun keeps the finished ones."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _scenario(tmp_path)
+    scales = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+    file = _sweep_file(tmp_path, {"grid": {"workload.arrival_scale": scales}})
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "simulator", "sweep", str(file), "-o", str(out)]
+    process = subprocess.Popen([*command, "--workers", "1", "-q"], cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (out / "runs/0001/run.json").exists():
+        assert process.poll() is None, "the sweep ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (out / "sweep.csv").exists()
+    finished = {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.json")}
+    assert {"0000", "0001"} <= set(finished)
+    assert len(finished) < len(scales)
+    subprocess.run([*command, "--workers", "2", "-q"], cwd=tmp_path, check=True)
+    runs = pd.read_csv(out / "sweep_runs.csv")
+    resumed = set(runs.loc[runs["outcome"] == "resumed", "point"].map("{:04d}".format))
+    assert resumed == set(finished)
+    for name, mtime in finished.items():
+        assert (out / "runs" / name / "run.json").stat().st_mtime_ns == mtime
+    assert len(pd.read_csv(out / "sweep.csv")) == len(scales)
+
+
 def test_a_changed_scenario_is_rerun(tmp_path):
     _scenario(tmp_path)
     file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
