@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from simulator.errors import InputError, make_issue
 from simulator.outputs import write_results
@@ -26,6 +26,9 @@ EXECUTORS = ("local", "ray")
 """Names accepted by ``--executor``."""
 
 RAY_EXTRA = "pip install 'specdec-sim[ray]'"
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
 
 
 @dataclass(frozen=True)
@@ -119,20 +122,37 @@ def execute(
     Ray task per point, to the cluster at ``ray_address`` or to a local Ray
     started with ``workers`` CPUs.
     """
+    yield from execute_with(run_task, tasks, executor, workers, ray_address)
+
+
+def execute_with(
+    function: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+) -> Iterator[ResultT]:
+    """Apply ``function`` to every task on an executor, yielding results as they finish.
+
+    As :func:`execute`, for any module-level ``function`` (it is pickled to
+    the workers) that returns its failures rather than raising them.
+    """
     if not tasks:
         return
     if executor == "ray":
-        yield from _ray(tasks, workers, ray_address)
+        yield from _ray(function, tasks, workers, ray_address)
     elif workers == 1:
         for task in tasks:
-            yield run_task(task)
+            yield function(task)
     else:
-        yield from _pool(tasks, workers)
+        yield from _pool(function, tasks, workers)
 
 
-def _pool(tasks: Sequence[Task], workers: int) -> Iterator[Outcome]:
+def _pool(
+    function: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], workers: int
+) -> Iterator[ResultT]:
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-        pending = {pool.submit(run_task, task) for task in tasks}
+        pending = {pool.submit(function, task) for task in tasks}
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -161,7 +181,12 @@ def _import_ray() -> Any:
     return ray
 
 
-def _ray(tasks: Sequence[Task], workers: int, address: str | None) -> Iterator[Outcome]:
+def _ray(
+    function: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    workers: int,
+    address: str | None,
+) -> Iterator[ResultT]:
     ray = _import_ray()
     started_here = not ray.is_initialized()
     if started_here:
@@ -174,7 +199,7 @@ def _ray(tasks: Sequence[Task], workers: int, address: str | None) -> Iterator[O
                 logging_level="ERROR",
                 log_to_driver=False,
             )
-    remote: Callable[..., Any] = ray.remote(num_cpus=1)(run_task).remote
+    remote: Callable[..., Any] = ray.remote(num_cpus=1)(function).remote
     try:
         pending = [remote(task) for task in tasks]
         while pending:
