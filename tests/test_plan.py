@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,20 @@ def test_table_is_the_same_run_twice_and_with_two_workers(tmp_path: Path) -> Non
     first = (tmp_path / "a" / "plan.csv").read_bytes()
     assert first == (tmp_path / "b" / "plan.csv").read_bytes()
     assert first == (tmp_path / "c" / "plan.csv").read_bytes()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="Ray is not installed: the test extra installs it where PyPI has a Ray wheel for "
+    "this platform and Python (pip install 'specdec-sim[ray]')",
+)
+def test_ray_gives_the_same_table(tmp_path: Path) -> None:
+    verify_bound(tmp_path)
+    space = write_space(tmp_path, {"pools": {"pool": {"replicas": [1, 2]}}})
+    plan(space, tmp_path / "local", workers=1, figures=False)
+    plan(space, tmp_path / "ray", executor="ray", workers=2, figures=False)
+    local = (tmp_path / "local" / "plan.csv").read_bytes()
+    assert local == (tmp_path / "ray" / "plan.csv").read_bytes()
 
 
 def test_mode_none_takes_no_k_and_mode_overrides_apply(tmp_path: Path) -> None:

@@ -58,8 +58,9 @@ def tensor_parallel_profiles(scenario: Scenario, pool: str) -> dict[int, Path]:
     """Tensor-parallel degree -> device profile usable for ``pool``.
 
     Candidates are the target profiles of the pool's hardware in the folder
-    of the pool's profile; a degree counts only if the scenario loads with it
-    (its LUTs have rows for the pool's model at that degree).
+    of the pool's profile, first file (by name) per degree. Whether the
+    pool's model has LUT rows at a degree is checked by the caller, which
+    loads the scenario with each candidate.
     """
     device = next(d for d in scenario.devices if d.id == pool)
     found: dict[int, Path] = {}
