@@ -12,6 +12,8 @@ Usage::
     simulate policies [--json]
     simulate sweep SWEEP [-o DIR] [--executor local|ray] [--workers N] [--ray-address ADDR]
     simulate capacity SCENARIO --slo-attainment F [--low L] [--high H] [--tolerance T]
+    simulate plan SPACE [-o DIR] [--slo-attainment F] [--low L] [--high H] [--tolerance T]
+                  [--executor local|ray] [--workers N] [--ray-address ADDR] [--top N] [-q]
 
 Every subcommand takes ``-v/--verbose`` (repeat for more) and
 ``--log-level LEVEL``. A first argument that names a subcommand is always that
@@ -40,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "policies": "simulator.commands.policies",
     "sweep": "simulator.commands.sweep",
     "capacity": "simulator.commands.capacity",
+    "plan": "simulator.commands.plan",
 }
 """Subcommand name → module with ``HELP``, ``add_arguments(parser)`` and ``execute(args)``."""
 

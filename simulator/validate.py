@@ -3,7 +3,9 @@
 A file's kind is taken from its extension and top-level keys: ``.csv`` and
 ``.parquet`` are LUTs; a YAML/JSON mapping with ``scenario_id`` is a scenario,
 one with ``role`` and ``hardware`` a device profile, one with ``method`` and
-``kind`` an acceptance curve.
+``kind`` an acceptance curve, one with ``scenario`` and ``grid`` or
+``points`` a sweep, one with ``scenario`` and ``pools`` or ``speculation`` a
+plan space.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from simulator.errors import InputError, make_issue
 from simulator.loading import read_document
 from simulator.lut import load_lut
 from simulator.scenario import load_scenario
+from simulator.sweeps.plan_space import load_plan_space
 from simulator.sweeps.spec import load_sweep
 
-FileKind = Literal["scenario", "lut", "profile", "acceptance", "sweep"]
+FileKind = Literal["scenario", "lut", "profile", "acceptance", "sweep", "plan"]
 DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json")
 LUT_SUFFIXES = (".csv", ".parquet")
 
@@ -53,6 +56,12 @@ def detect_kind(path: Path) -> FileKind:
         return "lut"
     document = read_document(path)
     if isinstance(document, dict):
+        if (
+            "scenario" in document
+            and "scenario_id" not in document
+            and ({"pools", "speculation"} & set(document))
+        ):
+            return "plan"
         if {"scenario_id", "workload", "hardware_profiles", "speculation"} & set(document):
             return "scenario"
         if "scenario" in document and ({"grid", "points"} & set(document)):
@@ -67,7 +76,8 @@ def detect_kind(path: Path) -> FileKind:
                 path,
                 "(top level)",
                 sorted(document) if isinstance(document, dict) else type(document).__name__,
-                "a scenario (scenario_id), sweep (scenario with grid or points), device profile (role, hardware), "
+                "a scenario (scenario_id), sweep (scenario with grid or points), "
+                "plan space (scenario with pools or speculation), device profile (role, hardware), "
                 "acceptance curve (method, kind) or LUT (.csv/.parquet)",
                 "cannot tell what kind of file this is",
             )
@@ -98,6 +108,12 @@ def validate_file(path: Path, kind: FileKind | None = None) -> Verdict:
         elif kind == "sweep":
             sweep = load_sweep(path)  # resolves every point
             summary = f"sweep {sweep.sweep_id}: {_count(len(sweep.points), 'point', 'points')}"
+        elif kind == "plan":
+            space = load_plan_space(path)  # resolves every configuration
+            summary = (
+                f"plan space {space.plan_id}: "
+                f"{_count(len(space.sweep.points), 'configuration', 'configurations')}"
+            )
         elif kind == "lut":
             table = load_lut(path)
             summary = f"LUT: {len(table.keys())} keys"

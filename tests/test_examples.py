@@ -109,8 +109,9 @@ def _runs_or_is_refused(path: Path, overrides: list[str]) -> bool:
     return True
 
 
-RUNNABLE_FILES = [p for p in SCENARIO_FILES if p.parent.name != "sweeps"]
-"""Sweep files (scenarios/sweeps/) are run in tests/test_sweeps.py."""
+RUNNABLE_FILES = [p for p in SCENARIO_FILES if p.parent.name not in ("sweeps", "plans")]
+"""Sweep files (scenarios/sweeps/) are run in tests/test_sweeps.py, plan spaces
+(scenarios/plans/) are validated above and planned in tests/test_plan.py."""
 
 
 @pytest.mark.parametrize("path", RUNNABLE_FILES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", type=Path, help="files or directories")
     parser.add_argument(
         "--kind",
-        choices=("scenario", "lut", "profile", "acceptance", "sweep"),
+        choices=("scenario", "lut", "profile", "acceptance", "sweep", "plan"),
         default=None,
         help="treat every file as this kind instead of detecting it",
     )

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from simulator.errors import InputError, make_issue
 from simulator.outputs import write_results
@@ -27,6 +27,9 @@ EXECUTORS = ("local", "ray")
 """Names accepted by ``--executor``."""
 
 RAY_EXTRA = "pip install 'specdec-sim[ray]'"
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
 
 
 @dataclass(frozen=True)
@@ -120,53 +123,74 @@ def execute(
     Ray task per point, to the cluster at ``ray_address`` or to a local Ray
     started with ``workers`` CPUs.
     """
+    yield from execute_with(run_task, tasks, executor, workers, ray_address)
+
+
+def execute_with(
+    function: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+) -> Iterator[ResultT]:
+    """Apply ``function`` to every task on an executor, yielding results as they finish.
+
+    As :func:`execute`, for any module-level ``function`` (it is pickled to
+    the workers) that returns its failures rather than raising them.
+    """
     if not tasks:
         return
     if executor == "ray":
-        yield from _ray(tasks, workers, ray_address)
+        yield from _ray(function, tasks, workers, ray_address)
     elif workers == 1:
         for task in tasks:
-            yield run_task(task)
+            yield function(task)
     else:
-        yield from _pool(tasks, workers)
+        yield from _pool(function, tasks, workers)
 
 
-_INHERITED: Sequence[Task] = ()
-"""A pool worker's copy of the sweep's tasks, set once when the worker starts
-(see :func:`_pool`); the parent process never sets it."""
+_INHERITED: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+"""A pool worker's copy of the function and tasks it was forked with, set once
+when the worker starts (see :func:`_pool`); the parent process never sets it."""
 
 
-def _inherit(tasks: Sequence[Task]) -> None:
-    """Pool initializer: keep the tasks the worker was forked with."""
+def _inherit(function: Callable[[Any], Any], tasks: Sequence[Any]) -> None:
+    """Pool initializer: keep the function and tasks the worker was forked with."""
     global _INHERITED
-    _INHERITED = tasks
+    _INHERITED = (function, tasks)
 
 
-def _run_inherited(position: int) -> Outcome:
-    """Run the task at ``position`` of the worker's inherited tasks."""
-    return run_task(_INHERITED[position])
+def _run_inherited(position: int) -> Any:
+    """Apply the inherited function to the inherited task at ``position``."""
+    assert _INHERITED is not None
+    function, tasks = _INHERITED
+    return function(tasks[position])
 
 
-def _pool(tasks: Sequence[Task], workers: int) -> Iterator[Outcome]:
-    """Run ``tasks`` in a process pool.
+def _pool(
+    function: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], workers: int
+) -> Iterator[ResultT]:
+    """Apply ``function`` to ``tasks`` in a process pool.
 
-    Where processes are forked, each worker inherits the resolved scenarios
-    with its memory and receives only a task's position: pickling a scenario
-    (its LUTs included) costs about as much as running a small one, and the
-    parent would do it serially. Elsewhere each task is pickled.
+    Where processes are forked, each worker inherits the tasks (resolved
+    scenarios, LUTs included) with its memory and receives only a task's
+    position: pickling a scenario costs about as much as running a small one,
+    and the parent would do it serially. Elsewhere each task is pickled.
     """
     size = min(workers, len(tasks))
     if "fork" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(size, context, initializer=_inherit, initargs=(tasks,)) as pool:
-            yield from _collect(pool, [pool.submit(_run_inherited, i) for i in range(len(tasks))])
+        with ProcessPoolExecutor(
+            size, context, initializer=_inherit, initargs=(function, tasks)
+        ) as pool:
+            yield from _collect([pool.submit(_run_inherited, i) for i in range(len(tasks))])
         return
     with ProcessPoolExecutor(max_workers=size) as pool:
-        yield from _collect(pool, [pool.submit(run_task, task) for task in tasks])
+        yield from _collect([pool.submit(function, task) for task in tasks])
 
 
-def _collect(pool: ProcessPoolExecutor, futures: list[Future[Outcome]]) -> Iterator[Outcome]:
-    """Yield each future's outcome as it finishes; cancel the rest if the caller stops."""
+def _collect(futures: list[Future[Any]]) -> Iterator[Any]:
+    """Yield each future's result as it finishes; cancel the rest if the caller stops."""
     pending = set(futures)
     try:
         while pending:
@@ -196,7 +220,12 @@ def _import_ray() -> Any:
     return ray
 
 
-def _ray(tasks: Sequence[Task], workers: int, address: str | None) -> Iterator[Outcome]:
+def _ray(
+    function: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    workers: int,
+    address: str | None,
+) -> Iterator[ResultT]:
     ray = _import_ray()
     started_here = not ray.is_initialized()
     if started_here:
@@ -209,7 +238,7 @@ def _ray(tasks: Sequence[Task], workers: int, address: str | None) -> Iterator[O
                 logging_level="ERROR",
                 log_to_driver=False,
             )
-    remote: Callable[..., Any] = ray.remote(num_cpus=1)(run_task).remote
+    remote: Callable[..., Any] = ray.remote(num_cpus=1)(function).remote
     try:
         pending = [remote(task) for task in tasks]
         while pending:

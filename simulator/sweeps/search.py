@@ -86,7 +86,8 @@ class CapacityResult:
         )
 
 
-def _check(target: float, low: float, high: float, tolerance: float) -> None:
+def check_search(target: float, low: float, high: float, tolerance: float) -> None:
+    """Refuse an attainment target outside (0, 1] or bad bounds (naming the option)."""
     issues = []
     if not 0 < target <= 1:
         issues.append(
@@ -131,7 +132,7 @@ def capacity(
     Raises:
         InputError: A bad scenario or bad search parameters.
     """
-    _check(slo_attainment, low, high, tolerance)
+    check_search(slo_attainment, low, high, tolerance)
     probes: list[Probe] = []
     gpus = 0
 

@@ -1,0 +1,90 @@
+"""``simulate plan SPACE``: the offline placement search over a plan space.
+
+Evaluates every configuration of a plan-space file (replicas and
+tensor-parallel degree per target pool, speculation mode, k, controller):
+goodput per GPU at the scenario's rate and the highest rate meeting an SLO
+attainment target. Writes ``plan.csv`` (ranked) and a figure, and prints the
+top rows; see ``docs/planning.md``. Exit status 1 when a configuration
+failed (recorded in the table), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
+
+HELP = "search pool sizes, parallelism and speculation for the best goodput per GPU"
+
+DEFAULT_SLO_ATTAINMENT = 0.9
+"""DistServe's attainment target (Zhong et al., OSDI 2024); the same as
+:data:`simulator.sweeps.plan.DEFAULT_SLO_ATTAINMENT`, repeated here so ``--help``
+imports nothing heavy (a test checks they agree)."""
+
+DEFAULT_TOP = 10
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``simulate plan``."""
+    parser.add_argument("space", type=Path, help="plan-space YAML or JSON file")
+    parser.add_argument(
+        "-o", "--output", type=Path, default=None, help="directory (default results/plans/<id>)"
+    )
+    parser.add_argument(
+        "--slo-attainment",
+        type=float,
+        default=DEFAULT_SLO_ATTAINMENT,
+        help=f"fraction of requests meeting their SLO (default {DEFAULT_SLO_ATTAINMENT}, DistServe's)",
+    )
+    parser.add_argument(
+        "--low",
+        type=float,
+        default=DEFAULT_LOW,
+        help=f"lowest arrival_scale (default {DEFAULT_LOW})",
+    )
+    parser.add_argument(
+        "--high",
+        type=float,
+        default=DEFAULT_HIGH,
+        help=f"highest arrival_scale (default {DEFAULT_HIGH})",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"stop bisecting at this relative width (default {DEFAULT_TOLERANCE})",
+    )
+    parser.add_argument("--executor", default="local", help="local (default) or ray")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="processes (default: this machine's CPUs)"
+    )
+    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (ray only)")
+    parser.add_argument(
+        "--top", type=int, default=DEFAULT_TOP, help=f"rows printed (default {DEFAULT_TOP})"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print the best row only")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run ``simulate plan``."""
+    from simulator.cli_support import run_guarded
+
+    def entry() -> int:
+        from simulator.sweeps.plan import plan, render_top
+
+        frame = plan(
+            args.space,
+            args.output,
+            slo_attainment=args.slo_attainment,
+            low=args.low,
+            high=args.high,
+            tolerance=args.tolerance,
+            executor=args.executor,
+            workers=args.workers,
+            ray_address=args.ray_address,
+        )
+        print(render_top(frame, 1 if args.quiet else max(args.top, 1)))
+        return 1 if (frame["status"] == "failed").any() else 0
+
+    return run_guarded(entry)
