@@ -1,7 +1,8 @@
 """The Verify-PD concurrency sweep: lane architectures against batch size C, two accountings.
 
-Builds the sweep points (architecture x C x host overhead, open and closed loop, plus
-plain decoding without speculation on the same target), runs them with
+Builds the sweep points (lane architecture x C x host overhead, open and closed
+loop, plus the fused engine without lanes and plain decoding without speculation
+on the same target), runs them with
 :func:`simulator.sweep` on the local pool or Ray, and computes from every run's
 ``requests.csv`` two accountings:
 
@@ -16,14 +17,17 @@ plain decoding without speculation on the same target), runs them with
 
 Outputs in the output directory: ``results.csv``, ``results.md`` (the same as a
 table), ``throughput.png`` and ``p95.png`` (per architecture against C, one
-panel per accounting and host overhead), and the sweeps' own directories under
+panel per loop, host overhead and accounting), and the sweeps' own directories under
 ``runs/``. ``--sweep001`` runs the smaller sweep instead: C from 1 to 10, ten
 requests per level sent by C closed-loop users, 100 output tokens, no cut.
 
 Usage::
 
     python scripts/verify_pd_sweep.py [--reduced] [--sweep001] [-o DIR]
-        [--scenario FILE] [--host-overhead-ms MS] [--executor local|ray] [--workers N]
+        [--scenario FILE] [--host-overhead-ms MS] [--loops open,closed]
+        [--architectures A,B,...] [--executor local|ray] [--workers N]
+
+The analysis of the results is in scenarios/verify_pd/README.md.
 """
 
 from __future__ import annotations
@@ -300,10 +304,10 @@ def write_outputs(frame: pd.DataFrame, out_dir: Path) -> None:
     (out_dir / "results.md").write_text(markdown_table(frame))
     for metric, name in (("throughput_tok_s", "throughput"), ("p95_ms", "p95")):
         panels = frame.groupby(["loop", "host_overhead", "accounting"], sort=True)
-        fig, axes = plt.subplots(
-            1, panels.ngroups, figsize=(4.5 * panels.ngroups, 3.8), squeeze=False
-        )
-        for ax, ((loop, host, accounting), part) in zip(axes[0], panels, strict=True):
+        rows = frame["loop"].nunique()
+        cols = -(-panels.ngroups // rows)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.8 * rows), squeeze=False)
+        for ax, ((loop, host, accounting), part) in zip(axes.flat, panels, strict=False):
             plot_metric(part, metric, ax=ax)
             ax.set_title(f"{loop} loop, host {host:g} ms, {accounting}")
         fig.tight_layout()
@@ -323,7 +327,8 @@ def plot_metric(frame: pd.DataFrame, metric: str, ax: Axes | None = None) -> Axe
         _, ax = plt.subplots(figsize=(5, 3.8))
     for arch, part in frame.groupby("architecture", sort=True):
         part = part.sort_values("concurrency")
-        ax.plot(part["concurrency"], part[metric], marker="o", label=str(arch))
+        colour = f"C{ARCHITECTURES.index(str(arch))}" if arch in ARCHITECTURES else None
+        ax.plot(part["concurrency"], part[metric], marker="o", label=str(arch), color=colour)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("C (batch size; open loop: 0.05 x C requests/s)")
