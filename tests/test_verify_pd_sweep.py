@@ -100,3 +100,16 @@ def test_plain_decoding_variant_drops_the_lanes_and_keeps_the_target():
     assert "lanes" not in doc["scheduler"]
     assert "arrival" not in doc["workload"]["synthetic"]
     assert doc["workload"]["synthetic"]["num_requests"] == 10
+
+
+def test_sweep001_runs_ten_requests_per_level_to_completion(tmp_path):
+    """The smaller sweep: closed loop, ten requests of 100 tokens, no cut."""
+    assert vpd.main(["--reduced", "--sweep001", "-o", str(tmp_path), "--workers", "2"]) == 0
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert set(table["loop"]) == {"closed"}
+    assert (table["arrived"] == 10).all() and (table["unfinished"] == 0).all()
+    # Nothing is cut: both accountings count the same requests and tokens.
+    seeds = table[table["accounting"] == "seeds"].reset_index(drop=True)
+    every = table[table["accounting"] == "all"].reset_index(drop=True)
+    for column in ("throughput_tok_s", "p95_ms", "p99_ms"):
+        assert seeds[column].to_numpy() == pytest.approx(every[column].to_numpy())
