@@ -1,0 +1,389 @@
+"""The Verify-PD concurrency sweep: lane architectures against batch size C, two accountings.
+
+Builds the sweep points (lane architecture x C x host overhead, open and closed
+loop, plus the fused engine without lanes and plain decoding without speculation
+on the same target), runs them with
+:func:`simulator.sweep` on the local pool or Ray, and computes from every run's
+``requests.csv`` two accountings:
+
+- ``seeds``: completed requests only, as the Verify-PD documents report their
+  runs: throughput is the completed requests' output tokens over the span from
+  the first of their arrivals to the last of their completions, and p95/p99 are
+  percentiles of their end-to-end latencies.
+- ``all``: every request that arrived before the cut. Those not completed are
+  ``unfinished``; throughput is every token generated (partial outputs included)
+  over the whole run, and an unfinished request enters the latency percentiles
+  at its age at the cut (a lower bound of its latency).
+
+Outputs in the output directory: ``results.csv``, ``results.md`` (the same as a
+table), ``throughput.png`` and ``p95.png`` (per architecture against C, one
+panel per loop, host overhead and accounting), and the sweeps' own directories under
+``runs/``. ``--sweep001`` runs the smaller sweep instead: C from 1 to 10, ten
+requests per level sent by C closed-loop users, 100 output tokens, no cut.
+
+Usage::
+
+    python scripts/verify_pd_sweep.py [--reduced] [--sweep001] [-o DIR]
+        [--scenario FILE] [--host-overhead-ms MS] [--loops open,closed]
+        [--architectures A,B,...] [--executor local|ray] [--workers N]
+
+The analysis of the results is in scenarios/verify_pd/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+import yaml
+from matplotlib.axes import Axes
+
+import simulator
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SCENARIO = ROOT / "scenarios" / "verify_pd" / "llama2_7b_tinyllama_a100.yaml"
+#: The concurrency levels of the Verify-PD documents' sweep.
+CONCURRENCY = (1, 2, 4, 6, 8, 10, 12, 16, 32, 64, 72, 84, 96, 128)
+#: The smaller sweep's levels (the documents' level 0 has no meaning as a batch limit).
+CONCURRENCY_001 = tuple(range(1, 11))
+LANE_ARCHITECTURES = ("baseline", "pd", "pdv", "pdv_hybrid", "pdv_unified")
+#: ``engine``: the optimised fused replica; ``none``: no speculation on the same target.
+ARCHITECTURES = (*LANE_ARCHITECTURES, "engine", "none")
+REDUCED_CONCURRENCY = (1, 8)
+REDUCED_ARCHITECTURES = ("pd", "pdv")
+#: Seeds-like host time per model forward pass (configuration; see the scenario README).
+SEEDS_HOST_OVERHEAD_MS = 5.0
+#: Arrivals per second per unit of C (the documents' Poisson rate, 0.05 x C).
+RATE_PER_C = 0.05
+#: Closed-loop request table: more requests than any point completes before the cut.
+CLOSED_LOOP_REQUESTS = 50_000
+COLUMNS = (
+    "architecture",
+    "concurrency",
+    "host_overhead",
+    "loop",
+    "accounting",
+    "arrived",
+    "completed",
+    "unfinished",
+    "throughput_tok_s",
+    "p95_ms",
+    "p99_ms",
+)
+#: Scenario keys that hold file paths (relative to the scenario file).
+_PATH_LISTS = (
+    ("hardware_profiles", "profile"),
+    ("speculation", "fused_models", "lut"),
+    ("speculation", "verifier_models", "lut"),
+    ("speculation", "draft_models", "lut"),
+    ("speculation", "acceptance_models", "file"),
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One base scenario derived from the experiment's scenario file.
+
+    Attributes:
+        name: Its directory name under ``runs/``.
+        loop: ``open`` (Poisson arrivals) or ``closed`` (C users, no think time).
+        kind: ``lanes`` (the lane architectures, with host overhead), ``engine``
+            (the fused replica of ``scheduler.arbitration``; it has no lanes and no
+            host overhead setting) or ``none`` (plain decoding on the same target).
+    """
+
+    name: str
+    loop: str
+    kind: str
+
+
+def _absolute(base_dir: Path, value: str) -> str:
+    path = Path(value)
+    return str(path if path.is_absolute() else (base_dir / path).resolve())
+
+
+def variant_document(
+    base: Mapping[str, Any], base_dir: Path, variant: Variant, num_requests: int | None
+) -> dict[str, Any]:
+    """The base scenario turned into one variant, every file path made absolute.
+
+    Args:
+        base: The parsed experiment scenario (fused mode with ``scheduler.lanes``).
+        base_dir: The folder of the scenario file (what its paths resolve against).
+        variant: Which loop and which kind of replica.
+        num_requests: Closed loop: requests in the table (``None``: the default cap).
+    """
+    doc = copy.deepcopy(dict(base))
+    for keys in _PATH_LISTS:
+        *head, field = keys
+        node: Any = doc
+        for key in head:
+            node = node.get(key) if isinstance(node, dict) else None
+        for item in node or []:
+            item[field] = _absolute(base_dir, item[field])
+    lanes = doc["scheduler"]["lanes"]
+    for role in ("drafter", "verifier"):
+        lanes[role]["lut"] = _absolute(base_dir, lanes[role]["lut"])
+    synthetic = doc["workload"]["synthetic"]
+    if variant.loop == "closed":
+        synthetic.pop("arrival", None)
+        synthetic.pop("duration_s", None)
+        synthetic["num_requests"] = num_requests or CLOSED_LOOP_REQUESTS
+        doc["workload"]["closed_loop"] = {"users": 1, "think_time_s": 0}
+    if variant.kind == "none":
+        verifier = lanes["verifier"]
+        doc["speculation"] = {
+            "mode": "none",
+            "verifier_models": [{"name": verifier["model"], "lut": verifier["lut"]}],
+        }
+    if variant.kind != "lanes":
+        del doc["scheduler"]["lanes"]
+    doc["scenario_id"] = f"{doc.get('scenario_id', 'verify_pd')}_{variant.name}"
+    return doc
+
+
+def _kind(architecture: str) -> str:
+    return "lanes" if architecture in LANE_ARCHITECTURES else architecture
+
+
+def _points(
+    architectures: Sequence[str],
+    concurrency: Sequence[int],
+    host_overheads: Sequence[float],
+    loop: str,
+    *,
+    cut: bool,
+) -> list[dict[str, Any]]:
+    points = []
+    for arch in architectures:
+        for c in concurrency:
+            for host in host_overheads if arch in LANE_ARCHITECTURES else (0.0,):
+                point: dict[str, Any] = {
+                    "scheduler.max_running_requests": c,
+                    "scheduler.verify.batching.max_batch": c,
+                    "scheduler.prefill.batching.max_batch": c,
+                }
+                if arch in LANE_ARCHITECTURES:
+                    point["scheduler.lanes.architecture"] = arch
+                    point["scheduler.lanes.host_overhead_ms"] = host
+                if loop == "open":
+                    point["workload.synthetic.arrival.rate_per_s"] = RATE_PER_C * c
+                else:
+                    point["workload.closed_loop.users"] = c
+                if not cut:
+                    point["simulation.until_s"] = None
+                points.append(point)
+    return points
+
+
+def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[str, float]]:
+    """Both accountings of one run's ``requests.csv``.
+
+    Args:
+        requests: The run's requests (``arrival_s``, ``outcome``, ``output_tokens``,
+            ``generated_tokens``, ``e2e_ms``).
+        run_s: The cut (``simulation.until_s``); ``None``: the run went on until
+            every request ended, and the span of the run is first arrival to last end.
+
+    Returns:
+        ``{"seeds": {...}, "all": {...}}``, each with ``arrived``, ``completed``,
+        ``unfinished``, ``throughput_tok_s``, ``p95_ms`` and ``p99_ms``.
+    """
+    arrived = len(requests)
+    done = requests[requests["outcome"] == "completed"]
+    completed = len(done)
+    end_s = done["arrival_s"] + done["e2e_ms"] / 1000.0
+    seeds_span = float(end_s.max() - done["arrival_s"].min()) if completed else 0.0
+    seeds_tokens = float(done["output_tokens"].sum())
+    seeds = {
+        "arrived": arrived,
+        "completed": completed,
+        "unfinished": arrived - completed,
+        "throughput_tok_s": seeds_tokens / seeds_span if seeds_span > 0 else math.nan,
+        "p95_ms": _percentile(done["e2e_ms"], 95),
+        "p99_ms": _percentile(done["e2e_ms"], 99),
+    }
+    open_ = requests[requests["outcome"] != "completed"]
+    if run_s is None:
+        span = float(end_s.max() - requests["arrival_s"].min()) if completed else 0.0
+        ages = pd.Series([], dtype=float)
+    else:
+        span = run_s
+        ages = (run_s - open_["arrival_s"]) * 1000.0
+    latencies = pd.concat([done["e2e_ms"], ages], ignore_index=True)
+    every = {
+        "arrived": arrived,
+        "completed": completed,
+        "unfinished": arrived - completed,
+        "throughput_tok_s": float(requests["generated_tokens"].sum()) / span
+        if span > 0
+        else math.nan,
+        "p95_ms": _percentile(latencies, 95),
+        "p99_ms": _percentile(latencies, 99),
+    }
+    return {"seeds": seeds, "all": every}
+
+
+def _percentile(values: pd.Series, q: float) -> float:
+    return float(values.quantile(q / 100.0)) if len(values) else math.nan
+
+
+def run_experiment(
+    scenario: Path,
+    out_dir: Path,
+    *,
+    architectures: Sequence[str],
+    concurrency: Sequence[int],
+    host_overheads: Sequence[float],
+    loops: Sequence[str],
+    sweep001: bool = False,
+    executor: str = "local",
+    workers: int | None = None,
+) -> pd.DataFrame:
+    """Run every variant's sweep and return the results table (also written out)."""
+    base = yaml.safe_load(scenario.read_text())
+    run_s = None if sweep001 else float(base["simulation"]["until_s"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    for loop in loops:
+        for kind in ("lanes", "engine", "none"):
+            archs = [a for a in architectures if _kind(a) == kind]
+            if not archs:
+                continue
+            variant = Variant(f"{loop}_{kind}", loop, kind)
+            doc = variant_document(base, scenario.parent, variant, 10 if sweep001 else None)
+            if sweep001:
+                doc["workload"]["synthetic"]["output_tokens"] = {"dist": "fixed", "value": 100}
+            variant_dir = out_dir / "runs" / variant.name
+            variant_dir.mkdir(parents=True, exist_ok=True)
+            scenario_file = variant_dir / "scenario.yaml"
+            scenario_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+            points = _points(archs, concurrency, host_overheads, loop, cut=not sweep001)
+            table = simulator.sweep(
+                {"sweep_id": variant.name, "scenario": str(scenario_file), "points": points},
+                variant_dir / "sweep",
+                executor=executor,
+                workers=workers,
+            )
+            for (_, row), point in zip(table.iterrows(), points, strict=True):
+                if row["status"] != "ok":
+                    raise RuntimeError(f"{variant.name} point {row['point']}: {row['error']}")
+                requests = pd.read_csv(variant_dir / "sweep" / row["run_dir"] / "requests.csv")
+                arch = point.get("scheduler.lanes.architecture", archs[0])
+                host = point.get("scheduler.lanes.host_overhead_ms", 0.0)
+                for accounting, figures in accountings(requests, run_s).items():
+                    rows.append(
+                        {
+                            "architecture": arch,
+                            "concurrency": point["scheduler.max_running_requests"],
+                            "host_overhead": host,
+                            "loop": loop,
+                            "accounting": accounting,
+                            **figures,
+                        }
+                    )
+    frame: pd.DataFrame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
+    write_outputs(frame, out_dir)
+    return frame
+
+
+def write_outputs(frame: pd.DataFrame, out_dir: Path) -> None:
+    """Write ``results.csv``, ``results.md`` and the figures."""
+    frame.to_csv(out_dir / "results.csv", index=False, float_format="%.6g", lineterminator="\n")
+    (out_dir / "results.md").write_text(markdown_table(frame))
+    for metric, name in (("throughput_tok_s", "throughput"), ("p95_ms", "p95")):
+        panels = frame.groupby(["loop", "host_overhead", "accounting"], sort=True)
+        rows = frame["loop"].nunique()
+        cols = -(-panels.ngroups // rows)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.8 * rows), squeeze=False)
+        for ax, ((loop, host, accounting), part) in zip(axes.flat, panels, strict=False):
+            plot_metric(part, metric, ax=ax)
+            ax.set_title(f"{loop} loop, host {host:g} ms, {accounting}")
+        fig.tight_layout()
+        fig.savefig(out_dir / f"{name}.png", dpi=110)
+        plt.close(fig)
+
+
+def plot_metric(frame: pd.DataFrame, metric: str, ax: Axes | None = None) -> Axes:
+    """One line per architecture: ``metric`` against C (log-scaled axes).
+
+    Args:
+        frame: Rows of ``results.csv`` for one loop, host overhead and accounting.
+        metric: ``throughput_tok_s``, ``p95_ms`` or ``p99_ms``.
+        ax: Where to draw (default: a new figure's axes).
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.8))
+    for arch, part in frame.groupby("architecture", sort=True):
+        part = part.sort_values("concurrency")
+        colour = f"C{ARCHITECTURES.index(str(arch))}" if arch in ARCHITECTURES else None
+        ax.plot(part["concurrency"], part[metric], marker="o", label=str(arch), color=colour)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("C (batch size; open loop: 0.05 x C requests/s)")
+    ax.set_ylabel({"throughput_tok_s": "tokens/s"}.get(metric, metric.replace("_", " ")))
+    ax.legend(fontsize=7)
+    return ax
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """``results.csv`` as a markdown table."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    for record in frame.itertuples(index=False):
+        cells = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in record]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO)
+    parser.add_argument("-o", "--output", type=Path, default=Path("results/verify_pd"))
+    parser.add_argument("--reduced", action="store_true", help="C in {1, 8}; pd and pdv")
+    parser.add_argument("--sweep001", action="store_true", help="the smaller sweep (C 1..10)")
+    parser.add_argument("--host-overhead-ms", type=float, default=SEEDS_HOST_OVERHEAD_MS)
+    parser.add_argument("--loops", default="open,closed", help="open, closed or both")
+    parser.add_argument("--architectures", default=",".join(ARCHITECTURES))
+    parser.add_argument("--executor", choices=("local", "ray"), default="local")
+    parser.add_argument("--workers", type=int, default=None)
+    args = parser.parse_args(argv)
+    architectures = args.architectures.split(",")
+    unknown = sorted(set(architectures) - set(ARCHITECTURES))
+    if unknown:
+        parser.error(f"unknown architectures {unknown}; allowed: {', '.join(ARCHITECTURES)}")
+    concurrency: Sequence[int] = CONCURRENCY_001 if args.sweep001 else CONCURRENCY
+    loops = args.loops.split(",")
+    if args.sweep001:
+        loops = ["closed"]
+    if args.reduced:
+        architectures = list(REDUCED_ARCHITECTURES)
+        concurrency = REDUCED_CONCURRENCY
+    frame = run_experiment(
+        args.scenario,
+        args.output,
+        architectures=architectures,
+        concurrency=concurrency,
+        host_overheads=(0.0, args.host_overhead_ms),
+        loops=loops,
+        sweep001=args.sweep001,
+        executor=args.executor,
+        workers=args.workers,
+    )
+    print(f"{len(frame)} rows in {args.output / 'results.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
