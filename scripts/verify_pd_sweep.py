@@ -6,7 +6,7 @@ on the same target), runs them with
 :func:`simulator.sweep` on the local pool or Ray, and computes from every run's
 ``requests.csv`` two accountings:
 
-- ``seeds``: completed requests only, as the Verify-PD documents report their
+- ``completed``: completed requests only, as the Verify-PD documents report their
   runs: throughput is the completed requests' output tokens over the span from
   the first of their arrivals to the last of their completions, and p95/p99 are
   percentiles of their end-to-end latencies.
@@ -62,8 +62,8 @@ LANE_ARCHITECTURES = ("baseline", "pd", "pdv", "pdv_hybrid", "pdv_unified")
 ARCHITECTURES = (*LANE_ARCHITECTURES, "engine", "none")
 REDUCED_CONCURRENCY = (1, 8)
 REDUCED_ARCHITECTURES = ("pd", "pdv")
-#: Seeds-like host time per model forward pass (configuration; see the scenario README).
-SEEDS_HOST_OVERHEAD_MS = 5.0
+#: Documents-like host time per model forward pass (configuration; see the scenario README).
+DOCUMENTS_HOST_OVERHEAD_MS = 5.0
 #: Arrivals per second per unit of C (the documents' Poisson rate, 0.05 x C).
 RATE_PER_C = 0.05
 #: Closed-loop request table: more requests than any point completes before the cut.
@@ -197,20 +197,20 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
             every request ended, and the span of the run is first arrival to last end.
 
     Returns:
-        ``{"seeds": {...}, "all": {...}}``, each with ``arrived``, ``completed``,
+        ``{"completed": {...}, "all": {...}}``, each with ``arrived``, ``completed``,
         ``unfinished``, ``throughput_tok_s``, ``p95_ms`` and ``p99_ms``.
     """
     arrived = len(requests)
     done = requests[requests["outcome"] == "completed"]
     completed = len(done)
     end_s = done["arrival_s"] + done["e2e_ms"] / 1000.0
-    seeds_span = float(end_s.max() - done["arrival_s"].min()) if completed else 0.0
-    seeds_tokens = float(done["output_tokens"].sum())
-    seeds = {
+    completed_span = float(end_s.max() - done["arrival_s"].min()) if completed else 0.0
+    completed_tokens = float(done["output_tokens"].sum())
+    completed_only = {
         "arrived": arrived,
         "completed": completed,
         "unfinished": arrived - completed,
-        "throughput_tok_s": seeds_tokens / seeds_span if seeds_span > 0 else math.nan,
+        "throughput_tok_s": completed_tokens / completed_span if completed_span > 0 else math.nan,
         "p95_ms": _percentile(done["e2e_ms"], 95),
         "p99_ms": _percentile(done["e2e_ms"], 99),
     }
@@ -232,7 +232,7 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
         "p95_ms": _percentile(latencies, 95),
         "p99_ms": _percentile(latencies, 99),
     }
-    return {"seeds": seeds, "all": every}
+    return {"completed": completed_only, "all": every}
 
 
 def _percentile(values: pd.Series, q: float) -> float:
@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, default=Path("results/verify_pd"))
     parser.add_argument("--reduced", action="store_true", help="C in {1, 8}; pd and pdv")
     parser.add_argument("--sweep001", action="store_true", help="the smaller sweep (C 1..10)")
-    parser.add_argument("--host-overhead-ms", type=float, default=SEEDS_HOST_OVERHEAD_MS)
+    parser.add_argument("--host-overhead-ms", type=float, default=DOCUMENTS_HOST_OVERHEAD_MS)
     parser.add_argument("--loops", default="open,closed", help="open, closed or both")
     parser.add_argument("--architectures", default=",".join(ARCHITECTURES))
     parser.add_argument("--executor", choices=("local", "ray"), default="local")

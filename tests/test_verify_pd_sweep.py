@@ -36,9 +36,9 @@ def test_reduced_sweep_writes_one_row_per_point_and_accounting(reduced):
         (arch, c, host, loop, accounting)
         for arch in vpd.REDUCED_ARCHITECTURES
         for c in vpd.REDUCED_CONCURRENCY
-        for host in (0.0, vpd.SEEDS_HOST_OVERHEAD_MS)
+        for host in (0.0, vpd.DOCUMENTS_HOST_OVERHEAD_MS)
         for loop in ("open", "closed")
-        for accounting in ("seeds", "all")
+        for accounting in ("completed", "all")
     }
     assert set(table[keys].itertuples(index=False, name=None)) == expected
     for name in ("results.md", "throughput.png", "p95.png"):
@@ -58,14 +58,14 @@ def test_every_arrived_request_is_completed_or_unfinished(reduced):
 def test_host_overhead_lengthens_every_run_at_batch_one(reduced):
     """At C = 1 one request runs at a time: host time per pass adds to its latency."""
     _, table = reduced
-    one = table[(table["concurrency"] == 1) & (table["accounting"] == "seeds")]
+    one = table[(table["concurrency"] == 1) & (table["accounting"] == "completed")]
     by_host = one.pivot_table(
         index=["architecture", "loop"], columns="host_overhead", values="p95_ms"
     )
-    assert (by_host[vpd.SEEDS_HOST_OVERHEAD_MS] > by_host[0.0]).all()
+    assert (by_host[vpd.DOCUMENTS_HOST_OVERHEAD_MS] > by_host[0.0]).all()
 
 
-def test_seeds_accounting_counts_completed_requests_only():
+def test_completed_accounting_counts_completed_requests_only():
     """Two requests complete, one is cut: hand-computed figures of both accountings."""
     requests = pd.DataFrame(
         {
@@ -77,14 +77,14 @@ def test_seeds_accounting_counts_completed_requests_only():
         }
     )
     figures = vpd.accountings(requests, run_s=60.0)
-    seeds, every = figures["seeds"], figures["all"]
+    completed_only, every = figures["completed"], figures["all"]
     # Completed: 40 tokens from the first arrival (1 s) to the last completion (5 s).
-    assert seeds["throughput_tok_s"] == pytest.approx(40 / 4.0)
-    assert seeds["p99_ms"] == pytest.approx(1000.0 + 0.99 * 2000.0)
+    assert completed_only["throughput_tok_s"] == pytest.approx(40 / 4.0)
+    assert completed_only["p99_ms"] == pytest.approx(1000.0 + 0.99 * 2000.0)
     # Every request: 45 tokens over the 60 s run; the cut one counts its age, 10 s.
     assert every["throughput_tok_s"] == pytest.approx(45 / 60.0)
     assert every["p99_ms"] == pytest.approx(3000.0 + 0.98 * 7000.0)
-    for figures_ in (seeds, every):
+    for figures_ in (completed_only, every):
         assert (figures_["arrived"], figures_["completed"], figures_["unfinished"]) == (3, 2, 1)
 
 
@@ -109,7 +109,7 @@ def test_sweep001_runs_ten_requests_per_level_to_completion(tmp_path):
     assert set(table["loop"]) == {"closed"}
     assert (table["arrived"] == 10).all() and (table["unfinished"] == 0).all()
     # Nothing is cut: both accountings count the same requests and tokens.
-    seeds = table[table["accounting"] == "seeds"].reset_index(drop=True)
+    completed_only = table[table["accounting"] == "completed"].reset_index(drop=True)
     every = table[table["accounting"] == "all"].reset_index(drop=True)
     for column in ("throughput_tok_s", "p95_ms", "p99_ms"):
-        assert seeds[column].to_numpy() == pytest.approx(every[column].to_numpy())
+        assert completed_only[column].to_numpy() == pytest.approx(every[column].to_numpy())
