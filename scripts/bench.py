@@ -29,6 +29,12 @@ Timings are measurements, not tests: nothing here fails on a slow machine.
 serially (one worker, in-process) and on the ``local`` process pool with
 one worker per CPU, checks that both give the same table and prints both
 wall times and the speed-up. It is not part of the baseline.
+
+``--planner`` times the online planner's cost: 400 requests of
+``distributed_rounds`` (100 s simulated) with the planner off, then on
+with 18 candidates (``verify_replicas`` 1 to 18) every 10 s simulated,
+windows in-process on one core; it prints both wall times and their ratio
+(target: at most 3x). It is not part of the baseline.
 """
 
 from __future__ import annotations
@@ -160,11 +166,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument(
+        "--planner", action="store_true", help="time a run with the online planner off and on"
+    )
+    parser.add_argument(
         "--sweep", action="store_true", help="time the 40-run sweep serially and on the local pool"
     )
     args = parser.parse_args(argv)
     if args.sweep:
         return _bench_sweep()
+    if args.planner:
+        return _bench_planner()
     if args.child:
         print(json.dumps(_measure(args.child)))
         return 0
@@ -247,6 +258,37 @@ def _verdict(row: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> str:
         return f"no target (variant of {base}; run it too to compare)"
     ratio = row["verify_rounds_per_wall_s"] / by_name[base]["verify_rounds_per_wall_s"]
     return f"no target; rounds/wall s {ratio:.2f} x {base}'s"
+
+
+PLANNER_TARGET_RATIO = 3.0
+PLANNER_BASE = ["workload.synthetic.num_requests=400"]
+PLANNER_ON = [
+    "planner.enabled=true",
+    "planner.interval_s=10",
+    "planner.model_load_s=0",
+    "planner.candidates.verify_replicas=[" + ",".join(str(n) for n in range(1, 19)) + "]",
+]
+
+
+def _bench_planner() -> int:
+    """Time ``distributed_rounds`` (400 requests) with the planner off and on; print the ratio."""
+    from simulator import load_scenario, run
+
+    walls = []
+    for overrides in (PLANNER_BASE, PLANNER_BASE + PLANNER_ON):
+        scenario = load_scenario(BENCH_SCENARIOS / "distributed_rounds.yaml", overrides=overrides)
+        started = time.perf_counter()
+        result = run(scenario)
+        walls.append(time.perf_counter() - started)
+        rounds = result.planner_log["time_s"].nunique() if not result.planner_log.empty else 0
+        print(
+            f"planner {'on ' if rounds else 'off'}: {walls[-1]:.2f} s wall, "
+            f"{rounds} rounds, goodput {result.summary['goodput']['requests_per_gpu_s']:.4f} /GPU-s"
+        )
+    ratio = walls[1] / walls[0]
+    verdict = "meets" if ratio <= PLANNER_TARGET_RATIO else "misses"
+    print(f"planner on / off: {ratio:.1f}x ({verdict} the {PLANNER_TARGET_RATIO:g}x target)")
+    return 0
 
 
 def _bench_sweep() -> int:
