@@ -148,3 +148,19 @@ def test_removed_replicas_drain_and_stop_counting(tmp_path):
     assert gpu_hours < 8 * result.output.simulated_s / 3600.0 * 0.5
     ts = result.timeseries
     assert "retired" in set(ts["state"])
+
+
+def test_the_report_draws_the_planner_decisions(tmp_path):
+    """A planner run's results load with their log and get the planner figure."""
+    from simulator.report import figures
+    from simulator.report.document import figure_specs
+    from simulator.report.results import load_run
+
+    result = run(_scenario(tmp_path, [(6, 30)], 2, _planner(10)))
+    write_results(result, tmp_path / "out")
+    loaded = load_run(tmp_path / "out")
+    assert not loaded.planner_log.empty
+    assert figures.has_planner(loaded)
+    assert "planner" in {spec.stem for spec in figure_specs([loaded])}
+    ax = figures.planner_decisions(loaded)
+    assert ax.get_title() == "Planner decisions"

@@ -115,6 +115,13 @@ PER_RUN: tuple[PerRunFigure, ...] = (
         "no time series",
     ),
     PerRunFigure(
+        "planner",
+        "Planner decisions: serving replicas, choices and goodput",
+        figures.planner_decisions,
+        figures.has_planner,
+        "no planner",
+    ),
+    PerRunFigure(
         "kv",
         "KV occupancy per pool",
         figures.kv_over_time,
