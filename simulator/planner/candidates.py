@@ -63,6 +63,44 @@ def enumerate_candidates(values: Mapping[str, Sequence[float]]) -> list[Candidat
     return out
 
 
+def make_candidate(values: Mapping[str, Sequence[float]], position: Mapping[str, int]) -> Candidate:
+    """The candidate at ``position`` (an index into each key's list of values)."""
+    replicas = (
+        values["verify_replicas"][position["verify_replicas"]]
+        if "verify_replicas" in position
+        else None
+    )
+    fraction = (
+        values["fused_fraction"][position["fused_fraction"]]
+        if "fused_fraction" in position
+        else None
+    )
+    return Candidate(
+        verify_replicas=int(replicas) if replicas is not None else None,
+        fused_fraction=float(fraction) if fraction is not None else None,
+    )
+
+
+def neighbours(
+    values: Mapping[str, Sequence[float]], position: Mapping[str, int]
+) -> list[dict[str, int]]:
+    """Hill-climb moves from ``position``: itself, then one step down and up along each key."""
+    out = [dict(position)]
+    for key in CANDIDATE_KEYS:
+        if key not in position:
+            continue
+        for step in (-1, 1):
+            index = position[key] + step
+            if 0 <= index < len(values[key]):
+                out.append({**position, key: index})
+    return out
+
+
+def nearest_index(options: Sequence[float], value: float) -> int:
+    """Index of the option nearest ``value`` (ties: the earlier)."""
+    return min(range(len(options)), key=lambda i: (abs(options[i] - value), i))
+
+
 def pools_of(runtime: Runtime) -> list[str]:
     """The target pools in scenario order."""
     return list(dict.fromkeys(plan.pool for plan in runtime.replicas))

@@ -19,6 +19,9 @@ due at that instant), the planner:
    adds takes work only after ``model_load_s`` (one the run is loading,
    from when it is ready). Its random streams come from the run's seed and
    the window's index, so the same seed gives the same decisions;
+   With ``search: hill_climb`` the candidates of a round are only the
+   current configuration and its neighbours (one step down or up the list of
+   each key, from the values nearest the run's at first);
 3. scores each window (:mod:`simulator.planner.objectives`) and applies the
    best by the objectives in order (ties: the earlier candidate):
    :meth:`Engine.set_replica_count` per pool and :meth:`Engine.set_hybrid`.
@@ -42,6 +45,9 @@ from simulator.planner.candidates import (
     candidate_runtime,
     enumerate_candidates,
     fused_fraction_choice,
+    make_candidate,
+    nearest_index,
+    neighbours,
     pools_of,
     replica_counts,
 )
@@ -72,6 +78,9 @@ class OnlinePlanner:
         self.spec = spec
         self.seed = seed
         self.candidates = enumerate_candidates(spec.candidates)
+        """Every candidate (what a grid search evaluates each round)."""
+        self._position: dict[str, int] | None = None
+        """Hill climbing: the index of the applied value of each key."""
         self._rows: list[dict[str, Any]] = []
         self._windows = 0
         self._engine: Engine | None = None
@@ -101,17 +110,40 @@ class OnlinePlanner:
         stats = self._statistics(engine, at_s)
         recent = self._recent_arrivals(engine, at_s)
         in_flight = engine.snapshot()
-        scores = [self._window(engine, c, recent, in_flight, at_s) for c in self.candidates]
+        positions: list[dict[str, int]] = []
+        if self.spec.search == "hill_climb":
+            positions = neighbours(self.spec.candidates, self._current_position(engine))
+            candidates = [make_candidate(self.spec.candidates, p) for p in positions]
+        else:
+            candidates = self.candidates
+        scores = [self._window(engine, c, recent, in_flight, at_s) for c in candidates]
         objectives = self.spec.objectives
         best = min(range(len(scores)), key=lambda i: (scores[i].rank(objectives), i))
-        for i, (candidate, score) in enumerate(zip(self.candidates, scores, strict=True)):
+        if positions:
+            self._position = positions[best]
+        for i, (candidate, score) in enumerate(zip(candidates, scores, strict=True)):
             row: dict[str, Any] = {"time_s": at_s, "candidate": candidate.key, **stats}
             row.update({f"est_{name}": getattr(score, name) for name in objectives})
             row["est_good"] = score.good
             row["chosen"] = i == best
             self._rows.append(row)
-        self._apply(engine, self.candidates[best])
+        self._apply(engine, candidates[best])
         self._schedule(at_s + self.spec.interval_s)
+
+    def _current_position(self, engine: Engine) -> dict[str, int]:
+        """Where hill climbing stands: the last choice, or at first the values nearest the run's."""
+        if self._position is not None:
+            return self._position
+        values = self.spec.candidates
+        position: dict[str, int] = {}
+        if "verify_replicas" in values:
+            first = next(iter(engine.serving_counts().values()))
+            position["verify_replicas"] = nearest_index(values["verify_replicas"], first)
+        if "fused_fraction" in values:
+            hybrid = engine.runtime.settings.hybrid
+            fraction = float(getattr(hybrid.params, "fraction", 0.0)) if hybrid else 0.0
+            position["fused_fraction"] = nearest_index(values["fused_fraction"], fraction)
+        return position
 
     @staticmethod
     def _statistics(engine: Engine, at_s: float) -> dict[str, Any]:

@@ -909,7 +909,7 @@ class _Builder:
         if not raw["enabled"]:
             self.refuse_non_defaults(
                 "planner",
-                ("interval_s", "window_s", "model_load_s", "objectives", "candidates"),
+                ("interval_s", "window_s", "model_load_s", "objectives", "candidates", "search"),
                 "planner.enabled is false, so no planner runs",
             )
         else:
@@ -921,6 +921,7 @@ class _Builder:
             tuple(raw["objectives"]),
             {name: tuple(values) for name, values in candidates.items()},
             float(raw.get("model_load_s", 0.0)),
+            str(raw["search"]),
         )
 
     def _check_planner(self, raw: Mapping[str, Any]) -> None:

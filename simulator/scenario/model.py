@@ -265,6 +265,7 @@ class PlannerSpec:
         model_load_s: Time a replica it adds takes before it takes work.
         objectives: What it optimises, in priority order (goodput first).
         candidates: The values it chooses from, by candidate key.
+        search: ``grid`` (every candidate each round) or ``hill_climb``.
     """
 
     enabled: bool
@@ -273,6 +274,7 @@ class PlannerSpec:
     objectives: tuple[str, ...]
     candidates: dict[str, tuple[float, ...]]
     model_load_s: float = 0.0
+    search: str = "grid"
 
 
 @dataclass(frozen=True)
