@@ -184,3 +184,33 @@ def test_hill_climbing_walks_to_the_known_best_evaluating_neighbours_only(tmp_pa
     later = chosen[chosen.index >= 20]
     assert set(later) <= {"verify_replicas=3", "verify_replicas=4", "verify_replicas=5"}
     assert later.value_counts().idxmax() == "verify_replicas=4"
+
+
+def test_fused_fraction_candidates_set_the_hybrid_share(tmp_path):
+    """Over a slow link, distributed rounds miss the TPOT target and fused ones do not: the
+    planner, started at a fused share of 0, moves to 1 and the later requests go fused."""
+    _trace(tmp_path / "trace.csv", [(2.0, 40.0)])
+    path = write_scenario(
+        tmp_path,
+        mode="hybrid",
+        workload={"source": "trace://trace.csv", "format": "csv", "slo": SLO},
+        clients=100,
+        replicas=2,
+        link={"src": "laptops", "dst": "pool", "rtt_ms": 400, "bw_mbps": 100},
+        extra={
+            "speculation.hybrid": {"policy": "fused_fraction", "params": {"fraction": 0.0}},
+            "planner": {
+                "enabled": True,
+                "interval_s": 10,
+                "window_s": 10,
+                "model_load_s": 0,
+                "candidates": {"fused_fraction": [0.0, 1.0]},
+            },
+        },
+    )
+    result = run(load_scenario(path))
+    chosen = result.planner_log[result.planner_log["chosen"]].set_index("time_s")["candidate"]
+    assert chosen[10.0] == "fused_fraction=1", chosen.to_dict()
+    frame = result.requests
+    assert (frame[frame["arrival_s"] < 10.0]["mode"] == "distributed").all()
+    assert (frame[frame["arrival_s"] >= 10.0]["mode"] == "fused").all()
