@@ -29,6 +29,13 @@ Timings are measurements, not tests: nothing here fails on a slow machine.
 serially (one worker, in-process) and on the ``local`` process pool with
 one worker per CPU, checks that both give the same table and prints both
 wall times and the speed-up. It is not part of the baseline.
+
+``--planner`` times the online planner's cost: 400 requests of
+``distributed_rounds`` (100 s simulated) with the planner off, then on
+with 18 candidates (``verify_replicas`` 1 to 18) every 10 s simulated,
+windows in-process on one core, by grid and by hill climbing; it prints
+the wall times and their ratios to the run without it (target: at most
+3x). It is not part of the baseline.
 """
 
 from __future__ import annotations
@@ -160,11 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument(
+        "--planner", action="store_true", help="time a run with the online planner off and on"
+    )
+    parser.add_argument(
         "--sweep", action="store_true", help="time the 40-run sweep serially and on the local pool"
     )
     args = parser.parse_args(argv)
     if args.sweep:
         return _bench_sweep()
+    if args.planner:
+        return _bench_planner()
     if args.child:
         print(json.dumps(_measure(args.child)))
         return 0
@@ -247,6 +259,44 @@ def _verdict(row: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> str:
         return f"no target (variant of {base}; run it too to compare)"
     ratio = row["verify_rounds_per_wall_s"] / by_name[base]["verify_rounds_per_wall_s"]
     return f"no target; rounds/wall s {ratio:.2f} x {base}'s"
+
+
+PLANNER_TARGET_RATIO = 3.0
+PLANNER_BASE = ["workload.synthetic.num_requests=400"]
+PLANNER_ON = [
+    "planner.enabled=true",
+    "planner.interval_s=10",
+    "planner.model_load_s=0",
+    "planner.candidates.verify_replicas=[" + ",".join(str(n) for n in range(1, 19)) + "]",
+]
+
+
+def _bench_planner() -> int:
+    """Time ``distributed_rounds`` (400 requests) with the planner off and on; print the ratio."""
+    from simulator import load_scenario, run
+
+    variants = {
+        "off": PLANNER_BASE,
+        "grid": PLANNER_BASE + PLANNER_ON,
+        "hill_climb": PLANNER_BASE + PLANNER_ON + ["planner.search=hill_climb"],
+    }
+    walls: dict[str, float] = {}
+    for name, overrides in variants.items():
+        scenario = load_scenario(BENCH_SCENARIOS / "distributed_rounds.yaml", overrides=overrides)
+        started = time.perf_counter()
+        result = run(scenario)
+        walls[name] = time.perf_counter() - started
+        log = result.planner_log
+        windows = len(log)
+        rounds = log["time_s"].nunique() if windows else 0
+        line = f"planner {name:<10}: {walls[name]:6.2f} s wall, {rounds} rounds, {windows} windows"
+        if name != "off":
+            ratio = walls[name] / walls["off"]
+            verdict = "meets" if ratio <= PLANNER_TARGET_RATIO else "misses"
+            line += f", {ratio:.1f}x off ({verdict} the {PLANNER_TARGET_RATIO:g}x target)"
+        goodput = result.summary["goodput"]["requests_per_gpu_s"]
+        print(f"{line}; goodput {goodput:.4f} /GPU-s")
+    return 0
 
 
 def _bench_sweep() -> int:

@@ -44,7 +44,9 @@ OUTPUT_FILES = (
     "scenario.resolved.yaml",
     "run.json",
 )
-RESULT_ENTRIES = frozenset(OUTPUT_FILES) | {"report"}
+PLANNER_LOG = "planner_log.csv"
+"""The planner's decisions (runs with ``planner.enabled: true`` only)."""
+RESULT_ENTRIES = frozenset(OUTPUT_FILES) | {"report", PLANNER_LOG}
 """What a results directory may hold: the files of a run and its report."""
 
 _AT_FDCWD = -100
@@ -203,16 +205,22 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
         )
         + "\n",
     }
+    names = list(OUTPUT_FILES)
+    if not result.planner_log.empty:
+        texts[PLANNER_LOG] = result.planner_log.to_csv(
+            index=False, float_format=FLOAT_FORMAT, lineterminator="\n"
+        )
+        names.append(PLANNER_LOG)
     target = out_dir.absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
     try:
         staging.chmod(0o777 & ~_umask())
-        for name in OUTPUT_FILES:
+        for name in names:
             _write_text(staging / name, texts[name])
         _swap_in(staging, target)
-        logger.info("wrote %d result files to %s", len(OUTPUT_FILES), out_dir)
+        logger.info("wrote %d result files to %s", len(names), out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return [out_dir / name for name in OUTPUT_FILES]
+    return [out_dir / name for name in names]

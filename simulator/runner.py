@@ -16,6 +16,8 @@ from simulator.engine.request_state import RequestRecord
 from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import Tracer
 from simulator.metrics.summary import slo_flags, summarise
+from simulator.planner.log import planner_log
+from simulator.planner.online import OnlinePlanner
 from simulator.rng import RandomStreams
 from simulator.scenario.model import Scenario
 from simulator.scenario.reach import build_requests
@@ -35,6 +37,8 @@ class Result:
         timeseries: Periodic samples (the content of ``timeseries.csv``).
         output: The engine's raw output.
         wall_s: Wall-clock seconds the run took.
+        planner_log: The planner's decisions (the content of ``planner_log.csv``;
+            empty without a planner).
     """
 
     scenario: Scenario
@@ -43,6 +47,7 @@ class Result:
     timeseries: pd.DataFrame
     output: EngineOutput
     wall_s: float
+    planner_log: pd.DataFrame
 
 
 def run(
@@ -80,11 +85,17 @@ def run(
         in_flight=in_flight,
         progress=progress,
         start_s=start_s,
+        planner=planner_of(scenario),
     )
     logger.debug("engine built: %d requests, %d replicas", len(table), len(engine.replicas))
     output = engine.run(until_s=until_s)
     logger.info("simulated %.1f s in %.2f s wall", engine.env.now, time.perf_counter() - started)
     return _result(scenario, table, output, started)
+
+
+def planner_of(scenario: Scenario) -> OnlinePlanner | None:
+    """The scenario's online planner (``None`` when ``planner.enabled`` is false)."""
+    return OnlinePlanner(scenario.planner, scenario.seed) if scenario.planner.enabled else None
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,9 @@ def snapshot(scenario: Scenario, at_s: float, *, requests: RequestTable | None =
         requests: Replay these requests instead of the scenario's workload.
     """
     table = requests if requests is not None else build_requests(scenario)
-    engine = Engine(build_runtime(scenario), table, RandomStreams(scenario.seed))
+    engine = Engine(
+        build_runtime(scenario), table, RandomStreams(scenario.seed), planner=planner_of(scenario)
+    )
     engine.start()
     engine.advance(at_s)
     return Snapshot(scenario, table, engine.env.now, engine)
@@ -197,4 +210,7 @@ def _result(
         electricity_usd_per_kwh=scenario.metrics.electricity_usd_per_kwh,
     )
     timeseries = pd.DataFrame(list(output.timeseries))
-    return Result(scenario, summary, frame, timeseries, output, time.perf_counter() - started)
+    decisions = planner_log(output, frame, scenario.planner.interval_s)
+    return Result(
+        scenario, summary, frame, timeseries, output, time.perf_counter() - started, decisions
+    )

@@ -657,33 +657,74 @@ CASES: dict[str, Case] = {
         "'speculative'",
         "'none', 'distributed', 'fused', 'hybrid'",
     ),
-    "planner enabled": Case(
-        _edit(_set("planner", {"enabled": True, "candidates": {"k": [2, 4]}})),
+    "planner draft replicas": Case(
+        _edit(
+            _set(
+                "planner",
+                {"enabled": True, "model_load_s": 30, "candidates": {"draft_replicas": [2, 4]}},
+            )
+        ),
         "scenario.yaml",
-        "planner.enabled",
-        "True",
-        "false (the default): the goodput planner is not part of this version",
+        "planner.candidates.draft_replicas",
+        "[2, 4]",
+        "the key left out: draft devices are the clients' phones and laptops",
     ),
-    "planner interval": Case(
+    "planner k candidates": Case(
+        _edit(_set("planner", {"enabled": True, "model_load_s": 30, "candidates": {"k": [2, 4]}})),
+        "scenario.yaml",
+        "planner.candidates.k",
+        "[2, 4]",
+        "the key left out: the online planner does not set the draft length",
+    ),
+    "planner fused fraction outside hybrid": Case(
+        _edit(
+            _set(
+                "planner",
+                {"enabled": True, "model_load_s": 30, "candidates": {"fused_fraction": [0.5]}},
+            )
+        ),
+        "scenario.yaml",
+        "planner.candidates.fused_fraction",
+        "[0.5]",
+        "speculation.mode: hybrid with speculation.hybrid.policy: fused_fraction",
+    ),
+    "planner without model load time": Case(
+        _edit(_set("planner", {"enabled": True, "candidates": {"verify_replicas": [1, 2]}})),
+        "scenario.yaml",
+        "planner.model_load_s",
+        "None",
+        "seconds a new replica takes to load its model",
+    ),
+    "planner objectives without goodput first": Case(
+        _edit(
+            _set(
+                "planner",
+                {
+                    "enabled": True,
+                    "model_load_s": 30,
+                    "objectives": ["energy", "goodput"],
+                    "candidates": {"verify_replicas": [1, 2]},
+                },
+            )
+        ),
+        "scenario.yaml",
+        "planner.objectives",
+        "['energy', 'goodput']",
+        "goodput first",
+    ),
+    "planner interval while disabled": Case(
         _edit(_set("planner", {"interval_s": 5})),
         "scenario.yaml",
         "planner.interval_s",
         "5",
-        "10 (the default): the goodput planner is not part of this version",
+        "10 (the default): planner.enabled is false, so no planner runs",
     ),
-    "planner objectives": Case(
-        _edit(_set("planner", {"objectives": ["energy"]})),
+    "planner candidates while disabled": Case(
+        _edit(_set("planner", {"candidates": {"verify_replicas": [2, 4]}})),
         "scenario.yaml",
-        "planner.objectives",
-        "['energy']",
-        '["goodput"] (the default): the goodput planner is not part of this version',
-    ),
-    "planner candidates": Case(
-        _edit(_set("planner", {"candidates": {"k": [2, 4]}})),
-        "scenario.yaml",
-        "planner.candidates.k",
+        "planner.candidates.verify_replicas",
         "[2, 4]",
-        "the key left out: the goodput planner is not part of this version",
+        "the key left out: planner.enabled is false",
     ),
     "empty planner candidates": Case(
         _edit(_set("planner", {"candidates": {"k": []}})),

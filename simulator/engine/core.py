@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
@@ -57,8 +57,8 @@ from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
 from simulator.engine.request_state import Drafter, RequestRecord, RequestState, to_record
-from simulator.engine.runtime import Runtime
-from simulator.engine.target import TargetReplica
+from simulator.engine.runtime import ReplicaPlan, Runtime
+from simulator.engine.target import DRAINING, LOADING, RETIRED, SERVING, TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Span, Tracer
 from simulator.engine.usage import ClassUsage, class_usage
@@ -72,6 +72,24 @@ PROGRESS_EVERY = 500
 
 ProgressHook = Callable[[int, int, int, float], None]
 """``progress(arrived, completed, total, simulated_s)``."""
+
+
+class PlannerHook(Protocol):
+    """An online planner the engine starts with the run (see :mod:`simulator.planner.online`).
+
+    It schedules its own rounds on the engine's clock (bound methods or
+    ``functools.partial`` only, so that :meth:`Engine.fork` can copy it),
+    reads the engine's state and changes its configuration through
+    :meth:`Engine.set_replica_count` and :meth:`Engine.set_hybrid`.
+    """
+
+    def start(self, engine: Engine) -> None:
+        """Schedule the first planning round of ``engine``'s run."""
+        ...
+
+    def rounds(self) -> tuple[dict[str, Any], ...]:
+        """The rows of ``planner_log.csv`` so far (one per candidate per round)."""
+        ...
 
 
 REQUEST_ACCEPTANCE_WEIGHT = 0.3
@@ -165,6 +183,17 @@ class EngineOutput:
     window of another configuration starting at ``simulated_s`` continues from."""
     not_arrived: int = 0
     """Requests of the table still due when the run stopped (not in ``records``)."""
+    replica_spans_s: tuple[tuple[float, float], ...] = ()
+    """Runs with a planner: when each replica started holding its GPUs (added, or the
+    run's start) and when it stopped (retired; the end of the run if it did not).
+    Empty: every replica held its GPUs for the whole run."""
+    planner_rounds: tuple[dict[str, Any], ...] = ()
+    """Runs with a planner: its decisions, one row per candidate per round."""
+
+
+def _replica_index(replica: TargetReplica) -> int:
+    """Sort key of replicas: their global index."""
+    return replica.index
 
 
 def _instantiate(choice: PolicyChoice, *args: Any, streams: RandomStreams | None = None) -> Any:
@@ -196,8 +225,11 @@ class Engine:
         in_flight: Sequence[InFlight] = (),
         progress: ProgressHook | None = None,
         start_s: float = 0.0,
+        planner: PlannerHook | None = None,
     ) -> None:
         self.runtime = runtime
+        self.planner = planner
+        """Changes the configuration during the run (``None``: it never changes)."""
         self.progress = progress
         self.requests = requests
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
@@ -275,14 +307,15 @@ class Engine:
             else None
         )
         """Chooses each distributed request's drafter model (``None``: one model per class)."""
-        lanes = sched.lanes
+        self._lanes = sched.lanes
         self.replicas = [
-            TargetReplica(self.context, index, plan)
-            if plan.lane_costs is None
-            else LaneReplica(self.context, index, plan, lanes)
-            for index, plan in enumerate(runtime.replicas)
+            self._new_replica(index, plan) for index, plan in enumerate(runtime.replicas)
         ]
         self._always_available = all(r.always_available for r in self.replicas)
+        self._serving = list(self.replicas)
+        """The replicas routing may send new requests to (all, unless a planner changed them)."""
+        self._spans: list[list[float]] = [[start_s, math.inf] for _ in self.replicas]
+        """When each replica started and stopped holding its GPUs (see ``replica_spans_s``)."""
         self._devices: dict[tuple[str, int], DraftDevice] = {}
         self._states: list[RequestState] = []
         self._outstanding = 0
@@ -296,7 +329,11 @@ class Engine:
         self._k_sum = 0
         self._k_rounds = 0
         self.sampler = TimeseriesSampler(
-            self.env, self.replicas, self._totals, settings.timeseries_interval_s
+            self.env,
+            self.replicas,
+            self._totals,
+            settings.timeseries_interval_s,
+            record_state=planner is not None,
         )
         self._in_flight = tuple(in_flight)
         self._migrating: set[int] = set()
@@ -578,7 +615,7 @@ class Engine:
             req.output_tokens,
             slo.ttft_ms,
             self._outstanding,
-            sum(r.kv.free_mb for r in self.replicas),
+            sum(r.kv.free_mb for r in self._serving),
             now - req.arrival_s,
             slo.tpot_ms,
         )
@@ -763,9 +800,9 @@ class Engine:
         """Replicas linked to the request's origin (all when it has none, or none is linked)."""
         if req.origin:
             links = self.runtime.clients[req.origin].links
-            linked = [r for r in self.replicas if r.pool in links]
-            return linked or self.replicas
-        return self.replicas
+            linked = [r for r in self._serving if r.pool in links]
+            return linked or self._serving
+        return self._serving
 
     def _mode_for(self, req: RequestState, replica: TargetReplica) -> str:
         if self.mode != "hybrid":
@@ -891,6 +928,8 @@ class Engine:
         self._last_outcome_s = max(self._last_outcome_s, now)
         replica.outstanding -= 1
         self._outstanding -= 1
+        if replica.state is DRAINING and not replica.outstanding:
+            self._retire(replica)
         self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
         if self._on_end is not None:
             self._on_end(req)
@@ -958,6 +997,8 @@ class Engine:
         replica = self.replicas[req.replica]
         replica.outstanding -= 1
         self._outstanding -= 1
+        if replica.state is DRAINING and not replica.outstanding:
+            self._retire(replica)
         self.tracer.event(self.env.now, "reject", f"request {req.request_id}", reason)
         if self._predicts_ttft:
             self._prefill_done(req)
@@ -967,6 +1008,108 @@ class Engine:
             self._on_end(req)
         if self._deferred:
             self._admit_deferred()
+
+    # -- configuration changes (planner) ---------------------------------------
+    def set_replica_count(self, pool: str, count: int, load_s: float) -> None:
+        """Make ``count`` replicas of ``pool`` serve (at least one), from now on.
+
+        More: draining replicas of the pool serve again first (their model is
+        still loaded); the others are new replicas that hold their GPUs from
+        now and take work after ``load_s`` (loading their model). Fewer: the
+        newest serving (or loading) replicas drain: they take no new
+        request, finish their own and then retire (their GPUs are released).
+        """
+        now = self.env.now
+        mine = [r for r in self.replicas if r.pool == pool]
+        active = [r for r in mine if r.state in (SERVING, LOADING)]
+        for replica in reversed(active[count:]):
+            self._drain(replica)
+        missing = count - len(active)
+        for replica in [r for r in mine if r.state is DRAINING][:missing]:
+            replica.state = SERVING
+            self._serving.append(replica)
+            missing -= 1
+        if missing > 0:
+            plan = mine[0].plan
+            for _ in range(missing):
+                replica = self._new_replica(len(self.replicas), plan)
+                replica.state = LOADING
+                replica.ready_s = now + load_s
+                self.replicas.append(replica)
+                self._spans.append([now, math.inf])
+                self.tracer.event(now, "replica_loading", f"replica {replica.index}", pool)
+                call_after(self.env, load_s, partial(self._replica_ready, replica))
+        self._serving.sort(key=_replica_index)
+
+    def _new_replica(self, index: int, plan: ReplicaPlan) -> TargetReplica:
+        """A replica of ``plan``: lanes of ``scheduler.lanes`` where it has lane costs."""
+        if plan.lane_costs is None:
+            return TargetReplica(self.context, index, plan)
+        return LaneReplica(self.context, index, plan, self._lanes)
+
+    def _replica_ready(self, replica: TargetReplica) -> None:
+        """A new replica has loaded its model: it serves, unless drained meanwhile."""
+        if replica.state is LOADING:
+            replica.state = SERVING
+            self._serving.append(replica)
+            self._serving.sort(key=_replica_index)
+            self.tracer.event(self.env.now, "replica_ready", f"replica {replica.index}", "")
+
+    def _drain(self, replica: TargetReplica) -> None:
+        """The replica takes no new request; it retires once its own have ended."""
+        if replica in self._serving:
+            self._serving.remove(replica)
+        replica.state = DRAINING
+        self.tracer.event(self.env.now, "replica_draining", f"replica {replica.index}", "")
+        if not replica.outstanding:
+            self._retire(replica)
+
+    def _retire(self, replica: TargetReplica) -> None:
+        """A drained replica has no request left: it releases its GPUs."""
+        replica.state = RETIRED
+        self._spans[replica.index][1] = self.env.now
+        self.tracer.event(self.env.now, "replica_retired", f"replica {replica.index}", "")
+
+    def set_hybrid(self, choice: PolicyChoice) -> None:
+        """Route the next hybrid requests with the policy ``choice`` (hybrid mode)."""
+        self.hybrid = _instantiate(choice)
+
+    def active_replicas(self, pool: str) -> list[TargetReplica]:
+        """The serving or loading replicas of ``pool``, by index."""
+        return [r for r in self.replicas if r.pool == pool and r.state in (SERVING, LOADING)]
+
+    def ready_times(self, counts: dict[str, int], load_s: float) -> dict[str, list[float]]:
+        """When each of ``counts[pool]`` replicas per pool would take work, were they set now.
+
+        The pool's active replicas first (``-inf``: serving; a loading one:
+        when it is ready), then new ones: after ``load_s``.
+        """
+        now = self.env.now
+        out: dict[str, list[float]] = {}
+        for pool, count in counts.items():
+            ready = [r.ready_s for r in self.active_replicas(pool)][:count]
+            out[pool] = ready + [now + load_s] * (count - len(ready))
+        return out
+
+    def pending_arrivals(self) -> int:
+        """Requests of the table not arrived yet."""
+        return len(self._states) - self._arrived
+
+    def outstanding(self) -> int:
+        """Requests arrived and not ended (admitted, or waiting for admission)."""
+        return self._outstanding + len(self._deferred)
+
+    def waiting(self) -> int:
+        """Requests queued on the serving replicas (all lanes)."""
+        return sum(sum(r.queue_lengths()) for r in self._serving)
+
+    def serving_counts(self) -> dict[str, int]:
+        """Serving or loading replicas of each target pool (what a planner last set)."""
+        counts = {plan.pool: 0 for plan in self.runtime.replicas}
+        for replica in self.replicas:
+            if replica.state in (SERVING, LOADING):
+                counts[replica.pool] += 1
+        return counts
 
     # -- what-if windows -----------------------------------------------------
     def _place_in_flight(self) -> None:
@@ -1146,6 +1289,8 @@ class Engine:
             for i in range(len(table))
         ]
         self._place_in_flight()
+        if self.planner is not None:
+            self.planner.start(self)
         if self._closed_loop is not None:
             self._closed_loop.start(self._states)
         else:
@@ -1185,7 +1330,7 @@ class Engine:
             simulated_s=now,
             replica_busy_s=tuple(r.busy_s for r in self.replicas),
             replica_pools=pools,
-            replica_gpus=tuple(plan.gpus for plan in self.runtime.replicas),
+            replica_gpus=tuple(r.gpus for r in self.replicas),
             replica_energy_j=tuple(r.energy_j for r in self.replicas),
             replica_idle_power_w=tuple(classes[p].idle_power_w for p in pools),
             replica_usd_per_hour=tuple(classes[p].usd_per_hour for p in pools),
@@ -1203,4 +1348,8 @@ class Engine:
                 [*self.replicas, *self._devices.values()],
             ),
             not_arrived=len(self._states) - self._arrived,
+            replica_spans_s=tuple((on, min(off, now)) for on, off in self._spans)
+            if self.planner is not None
+            else (),
+            planner_rounds=self.planner.rounds() if self.planner is not None else (),
         )

@@ -122,6 +122,16 @@ def _within_budget(batch: list[RequestState], token_budget: int) -> list[Request
     return batch
 
 
+LOADING = "loading"
+"""A replica a planner added, loading its model: it takes no work yet."""
+SERVING = "serving"
+"""A replica routing may send new requests to."""
+DRAINING = "draining"
+"""A replica a planner removed: it takes no new request and finishes its own."""
+RETIRED = "retired"
+"""A removed replica that has finished its requests: it no longer counts."""
+
+
 class TargetReplica:
     """One replica of a target pool (see the module docstring)."""
 
@@ -132,6 +142,12 @@ class TargetReplica:
         self.kv_policy = context.kv_policy
         self.index = index
         self.pool = plan.pool
+        self.gpus = plan.gpus
+        self.state = SERVING
+        """Its planner state: :data:`LOADING`, :data:`SERVING`, :data:`DRAINING` or :data:`RETIRED`."""
+        self.plan = plan
+        self.ready_s = -INF
+        """When a replica a planner added takes work (``-inf``: from the start)."""
         self.costs = plan.costs
         self.kv = KvPool(plan.kv_capacity_mb)
         self.kv_mb_per_token = plan.kv_mb_per_token

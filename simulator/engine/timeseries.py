@@ -9,7 +9,7 @@ from functools import partial
 import simpy
 
 from simulator.engine.clock import URGENT, call_after
-from simulator.engine.target import TargetReplica
+from simulator.engine.target import SERVING, TargetReplica
 
 Totals = Callable[[], tuple[int, int, int]]
 """Returns the run's totals so far: (output tokens, sum of k, speculation rounds)."""
@@ -22,6 +22,9 @@ class TimeseriesSampler:
     fraction of the interval it was busy, KV occupancy, requests routed to it
     (outstanding) and running on it (prefilled, not finished), and system-wide the
     mean k of rounds started and the output tokens committed in the interval.
+    In a run with a planner, each row also has the replica's ``state``
+    (``loading``, ``serving``, ``draining`` or ``retired``) and
+    ``replicas_active``, the serving replicas of its pool.
     Values inside a run of fused decode iterations are those at its start.
 
     A quiet stretch, more than three intervals with no event at all, is
@@ -38,6 +41,7 @@ class TimeseriesSampler:
         replicas: Sequence[TargetReplica],
         totals: Totals,
         interval_s: float,
+        record_state: bool = False,
     ) -> None:
         self.env = env
         self.replicas = replicas
@@ -48,6 +52,8 @@ class TimeseriesSampler:
         self._last_tokens = 0
         self._last_k_sum = 0
         self._last_k_rounds = 0
+        self.record_state = record_state
+        """Add each replica's state and its pool's serving replicas (runs with a planner)."""
 
     def start(self) -> None:
         """Start sampling (called once, when the run starts)."""
@@ -99,6 +105,12 @@ class TimeseriesSampler:
         self._last_tokens = tokens_out
         self._last_k_rounds = k_rounds
         self._last_k_sum = k_sum
+        if len(self._last_busy) < len(self.replicas):  # replicas a planner added
+            self._last_busy.extend([0.0] * (len(self.replicas) - len(self._last_busy)))
+        serving: dict[str, int] = {}
+        if self.record_state:
+            for replica in self.replicas:
+                serving[replica.pool] = serving.get(replica.pool, 0) + (replica.state == SERVING)
         for i, replica in enumerate(self.replicas):
             prefill, decode, verify, fused = replica.queue_lengths()
             busy = replica.busy_s - self._last_busy[i]
@@ -120,3 +132,6 @@ class TimeseriesSampler:
                     "output_tokens": tokens,
                 }
             )
+            if self.record_state:
+                self.rows[-1]["state"] = replica.state
+                self.rows[-1]["replicas_active"] = serving[replica.pool]

@@ -63,6 +63,14 @@ SLO_FLAG_COLUMNS = ("ttft_ok", "tpot_ok", "tvt_ok", "slo_met")
 """Per-request SLO columns of ``requests.csv`` (see :func:`slo_flags`)."""
 
 
+def held_gpu_s(output: EngineOutput, start_s: float, end_s: float) -> float:
+    """GPU-seconds the replicas held in ``[start_s, end_s)`` (from ``replica_spans_s``)."""
+    return sum(
+        gpus * max(0.0, min(off, end_s) - max(on, start_s))
+        for gpus, (on, off) in zip(output.replica_gpus, output.replica_spans_s, strict=True)
+    )
+
+
 def slo_flags(frame: pd.DataFrame, slos: Mapping[str, SloTargets]) -> pd.DataFrame:
     """Return, per request row, which SLOs of its class it met.
 
@@ -220,6 +228,12 @@ def summarise(
     met = slo_met(measured, slos)
     measured_s = max(output.simulated_s - warmup_s, 1e-12)
     gpus = sum(output.replica_gpus)
+    # GPU-seconds over the measured span (a planner's replicas count while they hold GPUs).
+    measured_gpu_s = gpus * measured_s
+    run_gpu_s = gpus * output.simulated_s
+    if output.replica_spans_s:
+        measured_gpu_s = held_gpu_s(output, warmup_s, output.simulated_s)
+        run_gpu_s = held_gpu_s(output, 0.0, output.simulated_s)
     good = int(met.sum())
     out_tokens = int(completed["generated_tokens"].sum())
     speculative = measured[measured["verify_rounds"] > 0]
@@ -228,6 +242,12 @@ def summarise(
     accepted = int(speculative["accepted_tokens"].sum())
     committed_by_rounds = int((speculative["generated_tokens"] - 1).clip(lower=0).sum())
     busy = np.asarray(output.replica_busy_s)
+    # Seconds each replica was part of the run (a planner's: while it held its GPUs).
+    held = (
+        np.asarray([off - on for on, off in output.replica_spans_s])
+        if output.replica_spans_s
+        else np.full(len(busy), output.simulated_s)
+    )
     # Energy and cost cover the whole run, so their per-token figures divide by every
     # output token the run produced (warm-up and unfinished requests' tokens included).
     run_tokens = int(frame["generated_tokens"].sum())
@@ -283,7 +303,7 @@ def summarise(
             "slo_met_requests": good,
             "measured_requests": len(measured),
             "requests_per_s": good / measured_s,
-            "requests_per_gpu_s": good / (gpus * measured_s) if gpus else None,
+            "requests_per_gpu_s": good / max(measured_gpu_s, 1e-12) if gpus else None,
             "slo_pass_rate": slo_pass_rates(measured, slos),
             "slo_targets_ms": slo_targets_ms(slos),
         },
@@ -309,12 +329,13 @@ def summarise(
             "slo_attainment_by_device": _attainment_by(measured, met, "origin"),
         },
         "resources": {
-            "gpu_utilization": float(busy.sum() / (len(busy) * output.simulated_s))
-            if len(busy) and output.simulated_s > 0
+            "gpu_utilization": float(busy.sum() / held.sum())
+            if len(busy) and held.sum() > 0
             else None,
             "gpu_utilization_by_pool": {
                 pool: float(
-                    busy[[p == pool for p in output.replica_pools]].mean() / output.simulated_s
+                    busy[[p == pool for p in output.replica_pools]].sum()
+                    / held[[p == pool for p in output.replica_pools]].sum()
                 )
                 if output.simulated_s > 0
                 else None
@@ -323,7 +344,7 @@ def summarise(
             "kv_occupancy_mean": float(np.mean(output.kv_occupancy_mean))
             if output.kv_occupancy_mean
             else None,
-            "gpu_hours": gpus * output.simulated_s / 3600.0,
+            "gpu_hours": run_gpu_s / 3600.0,
             "network_bytes": float(sum(output.network_bytes.values())),
             "network_bytes_by_link": dict(output.network_bytes),
         },

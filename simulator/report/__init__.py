@@ -3,8 +3,7 @@
 :func:`load_run` reads what ``simulate`` wrote; the ``figures`` module draws
 one figure per function (each takes ``ax=None`` and returns the Axes);
 :func:`write_report` renders every figure plus the headline table into a
-self-contained ``report.html`` and a ``report.md``. The goodput planner is not
-part of this version, so there is no planner-decisions figure.
+self-contained ``report.html`` and a ``report.md``.
 """
 
 from __future__ import annotations

@@ -115,6 +115,13 @@ PER_RUN: tuple[PerRunFigure, ...] = (
         "no time series",
     ),
     PerRunFigure(
+        "planner",
+        "Planner decisions: serving replicas, choices and goodput",
+        figures.planner_decisions,
+        figures.has_planner,
+        "no planner",
+    ),
+    PerRunFigure(
         "kv",
         "KV occupancy per pool",
         figures.kv_over_time,
@@ -233,7 +240,6 @@ def _notes(runs: Sequence[RunResults]) -> list[str]:
         "(completed + rejected + unfinished), the denominator of the SLO attainment; a request "
         "passes TPOT or TVT where that target does not apply to it.",
         "Energy or cost a run does not measure reads 'not measured' or 'no price', never 0.",
-        "The goodput planner is not part of this version, so no planner decisions are drawn.",
     ]
     return notes
 

@@ -367,6 +367,45 @@ def kv_over_time(run: RunResults, ax: Axes | None = None) -> Axes:
     )
 
 
+def has_planner(run: RunResults) -> bool:
+    """Whether ``run`` had an online planner (it wrote ``planner_log.csv``)."""
+    return not run.planner_log.empty and "replicas_active" in run.timeseries.columns
+
+
+def planner_decisions(run: RunResults, ax: Axes | None = None) -> Axes:
+    """Serving replicas per pool over time, the planner's choices and their realised goodput."""
+    ax = _axes(ax)
+    if not has_planner(run):
+        return _no_data(ax, "planner decisions")
+    serving = run.timeseries.pivot_table(
+        index="time_s", columns="pool", values="replicas_active", aggfunc="max"
+    )
+    for pool in serving.columns:
+        ax.step(serving.index, serving[pool], where="post", label=f"{pool} serving")
+    chosen = run.planner_log[run.planner_log["chosen"]]
+    for time_s, candidate in zip(chosen["time_s"], chosen["candidate"], strict=True):
+        ax.axvline(time_s, color="0.8", linewidth=0.6, zorder=0)
+        ax.annotate(
+            str(candidate), (time_s, 0), rotation=90, fontsize="x-small", va="bottom", ha="right"
+        )
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("serving replicas")
+    ax.set_ylim(bottom=0)
+    goodput = ax.twinx()
+    goodput.plot(chosen["time_s"], chosen["realised_goodput"], "k.--", label="realised goodput")
+    goodput.plot(chosen["time_s"], chosen["est_goodput"], "kx", label="estimated goodput")
+    goodput.set_ylabel("goodput (requests per GPU-s)")
+    goodput.set_ylim(bottom=0)
+    lines, labels = ax.get_legend_handles_labels()
+    more, more_labels = goodput.get_legend_handles_labels()
+    ax.legend(lines + more, labels + more_labels, fontsize="small")
+    ax.set_title("Planner decisions")
+    figure = ax.get_figure(root=True)
+    if isinstance(figure, Figure):
+        figure.tight_layout()  # room for the right-hand axis
+    return ax
+
+
 def network_bytes(run: RunResults, ax: Axes | None = None) -> Axes:
     """Bytes carried per link (both directions) from ``summary.json``."""
     ax = _axes(ax)

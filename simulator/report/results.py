@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class RunResults:
         label: The run's name in legends and tables: ``summary.json``'s
             ``label`` (``metadata.label`` or the scenario id) unless
             :func:`load_run` was given another.
+        planner_log: ``planner_log.csv`` (empty: the run had no planner).
     """
 
     path: Path
@@ -50,6 +51,7 @@ class RunResults:
     scenario: dict[str, Any]
     slos: dict[str, SloLimits]
     label: str
+    planner_log: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def name(self) -> str:
@@ -112,7 +114,10 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
             ]
         )
     frames = {}
-    for name in ("requests.csv", "timeseries.csv"):
+    names = ["requests.csv", "timeseries.csv"]
+    if (path / "planner_log.csv").is_file():
+        names.append("planner_log.csv")
+    for name in names:
         try:
             frames[name] = pd.read_csv(path / name)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -130,6 +135,7 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
         timeseries=frames["timeseries.csv"],
         scenario=scenario,
         slos=_slos(scenario),
+        planner_log=frames.get("planner_log.csv", pd.DataFrame()),
         label=label
         if label
         else str(summary.get("label") or summary.get("scenario_id") or path.name),

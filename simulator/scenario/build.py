@@ -1057,19 +1057,87 @@ class _Builder:
 
     def planner(self) -> PlannerSpec:
         raw = self.doc["planner"]
-        self.refuse_non_defaults(
-            "planner",
-            (),
-            "the goodput planner is not part of this version (the engine's what-if windows "
-            "are available from Python: simulator.runner.snapshot, run_window and run_candidate)",
-        )
+        candidates = raw["candidates"]
+        if not raw["enabled"]:
+            self.refuse_non_defaults(
+                "planner",
+                ("interval_s", "window_s", "model_load_s", "objectives", "candidates", "search"),
+                "planner.enabled is false, so no planner runs",
+            )
+        else:
+            self._check_planner(raw)
         return PlannerSpec(
             bool(raw["enabled"]),
             float(raw["interval_s"]),
             float(raw["window_s"]),
             tuple(raw["objectives"]),
-            {name: tuple(values) for name, values in raw["candidates"].items()},
+            {name: tuple(values) for name, values in candidates.items()},
+            float(raw.get("model_load_s", 0.0)),
+            str(raw["search"]),
         )
+
+    def _check_planner(self, raw: Mapping[str, Any]) -> None:
+        """Refuse planner settings the online planner cannot honour."""
+        candidates = raw["candidates"]
+        if "model_load_s" not in raw:
+            self.issue(
+                "planner.model_load_s",
+                None,
+                "seconds a new replica takes to load its model (a property of the deployment)",
+                "missing with planner.enabled: true",
+            )
+        if raw["objectives"][0] != "goodput":
+            self.issue(
+                "planner.objectives",
+                raw["objectives"],
+                "goodput first, then tie-breakers (p95_tpot, p95_ttft, p95_tvt, energy, cost)",
+                "the first objective is not goodput",
+            )
+        if len(set(raw["objectives"])) != len(raw["objectives"]):
+            self.issue(
+                "planner.objectives", raw["objectives"], "each objective once", "repeated objective"
+            )
+        if not candidates:
+            self.issue(
+                "planner.candidates",
+                candidates,
+                "at least one of verify_replicas, fused_fraction",
+                "no candidate to choose from",
+            )
+        refused = {
+            "draft_replicas": "draft devices are the clients' phones and laptops, whose number "
+            "the serving side does not choose (there is no server-side drafter pool to size)",
+            "k": "the online planner does not set the draft length in this version "
+            "(it is the k controller's)",
+            "max_batch": "the online planner does not set batch limits in this version",
+        }
+        for key, why in refused.items():
+            if key in candidates:
+                self.issue(
+                    f"planner.candidates.{key}",
+                    candidates[key],
+                    "the key left out: " + why,
+                    "candidate the online planner cannot apply",
+                )
+        spec = self.doc["speculation"]
+        if "fused_fraction" in candidates and (
+            spec["mode"] != "hybrid" or spec["hybrid"]["policy"] != "fused_fraction"
+        ):
+            self.issue(
+                "planner.candidates.fused_fraction",
+                candidates["fused_fraction"],
+                "the key left out, or speculation.mode: hybrid with speculation.hybrid.policy: "
+                "fused_fraction (the fraction it sets)",
+                f"no fused fraction to set in mode {spec['mode']!r}",
+            )
+        if self.doc["workload"].get("closed_loop") is not None:
+            self.issue(
+                "planner.enabled",
+                True,
+                "false with workload.closed_loop (what-if windows replay recent arrival times, "
+                "which closed-loop users do not have)",
+                "planner with a closed-loop workload",
+            )
 
     def metrics(self) -> MetricsSpec:
         raw = self.doc["metrics"]

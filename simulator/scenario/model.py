@@ -324,13 +324,25 @@ class SchedulerSpec:
 
 @dataclass(frozen=True)
 class PlannerSpec:
-    """The periodic goodput planner's settings."""
+    """The online goodput planner's settings (see :mod:`simulator.planner.online`).
+
+    Attributes:
+        enabled: Whether it runs.
+        interval_s: Simulated seconds between planning rounds.
+        window_s: Length of each what-if window.
+        model_load_s: Time a replica it adds takes before it takes work.
+        objectives: What it optimises, in priority order (goodput first).
+        candidates: The values it chooses from, by candidate key.
+        search: ``grid`` (every candidate each round) or ``hill_climb``.
+    """
 
     enabled: bool
     interval_s: float
     window_s: float
     objectives: tuple[str, ...]
     candidates: dict[str, tuple[float, ...]]
+    model_load_s: float = 0.0
+    search: str = "grid"
 
 
 @dataclass(frozen=True)

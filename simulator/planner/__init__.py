@@ -1,0 +1,1 @@
+"""The goodput planner: candidate configurations, what-if scoring and the online planner hook."""

@@ -1,0 +1,238 @@
+"""The online goodput planner: what-if windows every ``interval_s``, the best applied.
+
+At every multiple of ``planner.interval_s`` of simulated time (a clock
+action with the priority of deliveries, scheduled after the events already
+due at that instant), the planner:
+
+1. samples the recent statistics: the arrivals of the last ``window_s``
+   seconds (rate, mean prompt and output lengths) and the requests waiting
+   and outstanding on the serving replicas;
+2. runs one what-if window per candidate (:mod:`simulator.planner.candidates`)
+   from the run's current state: a fresh engine with the candidate's runtime,
+   the run's unfinished requests (:meth:`Engine.snapshot`: they keep their
+   arrival, first-token times and counters; the candidate has the first
+   ``n`` replicas of each pool, so requests of the others migrate) and the
+   arrivals of the last ``window_s`` seconds replayed from now (shifted by
+   ``window_s``: the planner assumes the next seconds look like the last
+   ones; early in the run, the seconds there are repeat to fill it), run until every one
+   of these requests has ended (at most ``WINDOW_CAP * window_s``). A replica the candidate
+   adds takes work only after ``model_load_s`` (one the run is loading,
+   from when it is ready). Its random streams come from the run's seed and
+   the window's index, so the same seed gives the same decisions;
+   With ``search: hill_climb`` the candidates of a round are only the
+   current configuration and its neighbours (one step down or up the list of
+   each key, from the values nearest the run's at first);
+3. scores each window (:mod:`simulator.planner.objectives`) and applies the
+   best by the objectives in order (ties: the earlier candidate):
+   :meth:`Engine.set_replica_count` per pool and :meth:`Engine.set_hybrid`.
+
+Windows run in the run's process, one after another.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from simulator.engine.clock import call_at
+from simulator.engine.core import Engine, InFlight
+from simulator.planner.candidates import (
+    Candidate,
+    candidate_runtime,
+    enumerate_candidates,
+    fused_fraction_choice,
+    make_candidate,
+    nearest_index,
+    neighbours,
+    pools_of,
+    replica_counts,
+)
+from simulator.planner.objectives import WindowScore, score_window
+from simulator.rng import RandomStreams
+from simulator.scenario.model import PlannerSpec
+from simulator.workload import RequestTable
+
+WINDOW_CAP = 4
+"""A what-if window stops at ``WINDOW_CAP * window_s`` even if requests are left
+(a configuration that cannot drain its backlog by then scores them as missed)."""
+
+
+def window_seed(seed: int, index: int) -> int:
+    """The seed of what-if window ``index`` of a run seeded ``seed``."""
+    return int(np.random.SeedSequence(entropy=seed, spawn_key=(index,)).generate_state(1)[0])
+
+
+class OnlinePlanner:
+    """The planner hook of one run (see the module docstring).
+
+    Args:
+        spec: The scenario's planner settings (enabled).
+        seed: The run's seed.
+    """
+
+    def __init__(self, spec: PlannerSpec, seed: int) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.candidates = enumerate_candidates(spec.candidates)
+        """Every candidate (what a grid search evaluates each round)."""
+        self._position: dict[str, int] | None = None
+        """Hill climbing: the index of the applied value of each key."""
+        self._rows: list[dict[str, Any]] = []
+        self._windows = 0
+        self._engine: Engine | None = None
+        self._start_s = 0.0
+
+    def start(self, engine: Engine) -> None:
+        """Schedule the first round at ``interval_s`` after the run's start."""
+        self._engine = engine
+        self._start_s = engine.env.now
+        self._schedule(engine.env.now + self.spec.interval_s)
+
+    def rounds(self) -> tuple[dict[str, Any], ...]:
+        """The decisions so far: one row per candidate per round."""
+        return tuple(self._rows)
+
+    def _schedule(self, at_s: float) -> None:
+        engine = self._engine
+        assert engine is not None
+        call_at(engine.env, at_s, partial(self._round, at_s))
+
+    def _round(self, at_s: float) -> None:
+        """One planning round: window every candidate, apply the best, plan the next round."""
+        engine = self._engine
+        assert engine is not None
+        if engine.pending_arrivals() == 0 and engine.outstanding() == 0:
+            return  # nothing left to plan for: the run ends with its last request
+        stats = self._statistics(engine, at_s)
+        recent = self._recent_arrivals(engine, at_s)
+        in_flight = engine.snapshot()
+        positions: list[dict[str, int]] = []
+        if self.spec.search == "hill_climb":
+            positions = neighbours(self.spec.candidates, self._current_position(engine))
+            candidates = [make_candidate(self.spec.candidates, p) for p in positions]
+        else:
+            candidates = self.candidates
+        scores = [self._window(engine, c, recent, in_flight, at_s) for c in candidates]
+        objectives = self.spec.objectives
+        best = min(range(len(scores)), key=lambda i: (scores[i].rank(objectives), i))
+        if positions:
+            self._position = positions[best]
+        for i, (candidate, score) in enumerate(zip(candidates, scores, strict=True)):
+            row: dict[str, Any] = {"time_s": at_s, "candidate": candidate.key, **stats}
+            row.update({f"est_{name}": getattr(score, name) for name in objectives})
+            row["est_good"] = score.good
+            row["chosen"] = i == best
+            self._rows.append(row)
+        self._apply(engine, candidates[best])
+        self._schedule(at_s + self.spec.interval_s)
+
+    def _current_position(self, engine: Engine) -> dict[str, int]:
+        """Where hill climbing stands: the last choice, or at first the values nearest the run's."""
+        if self._position is not None:
+            return self._position
+        values = self.spec.candidates
+        position: dict[str, int] = {}
+        if "verify_replicas" in values:
+            first = next(iter(engine.serving_counts().values()))
+            position["verify_replicas"] = nearest_index(values["verify_replicas"], first)
+        if "fused_fraction" in values:
+            hybrid = engine.runtime.settings.hybrid
+            fraction = float(getattr(hybrid.params, "fraction", 0.0)) if hybrid else 0.0
+            position["fused_fraction"] = nearest_index(values["fused_fraction"], fraction)
+        return position
+
+    @staticmethod
+    def _statistics(engine: Engine, at_s: float) -> dict[str, Any]:
+        """What the round saw of the run (the log's context columns)."""
+        return {
+            "waiting": engine.waiting(),
+            "outstanding": engine.outstanding(),
+            "serving": " ".join(f"{p}={n}" for p, n in engine.serving_counts().items()),
+        }
+
+    def _recent_arrivals(self, engine: Engine, at_s: float) -> RequestTable:
+        """The arrivals of the last ``window_s`` seconds, replayed from ``at_s`` on.
+
+        Early in the run, when fewer than ``window_s`` seconds have passed,
+        the seconds there are repeat back to back to fill the window (the
+        rate is kept). They take ids after the run's table, so they never
+        clash with the run's unfinished requests.
+        """
+        table = engine.requests
+        window_s = self.spec.window_s
+        history_s = min(window_s, at_s - self._start_s)
+        recent = table.window(at_s - history_s, at_s, rebase=False)
+        copies = max(1, math.ceil(window_s / history_s - 1e-9))
+        arrival = np.concatenate([recent.arrival_s + history_s * (j + 1) for j in range(copies)])
+        keep = arrival < at_s + window_s
+        tile = partial(np.tile, reps=copies)
+        return RequestTable(
+            arrival_s=arrival[keep],
+            prompt_tokens=tile(recent.prompt_tokens)[keep],
+            output_tokens=tile(recent.output_tokens)[keep],
+            slo_class=tile(recent.slo_class)[keep],
+            origin=tile(recent.origin)[keep],
+            slos=table.slos,
+            first_id=table.first_id + len(table),
+        )
+
+    def _window(
+        self,
+        engine: Engine,
+        candidate: Candidate,
+        recent: RequestTable,
+        in_flight: tuple[InFlight, ...],
+        at_s: float,
+    ) -> WindowScore:
+        """Run the candidate's what-if window from ``at_s`` and score it."""
+        runtime = engine.runtime
+        counts = replica_counts(candidate, engine.serving_counts())
+        ready = engine.ready_times(counts, self.spec.model_load_s)
+        window_runtime = candidate_runtime(runtime, candidate, counts, ready)
+        carried = _remap(in_flight, engine, counts, pools_of(runtime))
+        index = self._windows
+        self._windows += 1
+        window = Engine(
+            window_runtime,
+            recent,
+            RandomStreams(window_seed(self.seed, index)),
+            in_flight=carried,
+            start_s=at_s,
+        )
+        output = window.run(until_s=at_s + WINDOW_CAP * self.spec.window_s)
+        return score_window(output, recent, at_s)
+
+    def _apply(self, engine: Engine, candidate: Candidate) -> None:
+        """Make the run's configuration the candidate's from now on."""
+        counts = replica_counts(candidate, engine.serving_counts())
+        for pool, count in counts.items():
+            engine.set_replica_count(pool, count, self.spec.model_load_s)
+        if candidate.fused_fraction is not None:
+            engine.set_hybrid(fused_fraction_choice(candidate.fused_fraction))
+
+
+def _remap(
+    in_flight: tuple[InFlight, ...], engine: Engine, counts: dict[str, int], pools: list[str]
+) -> tuple[InFlight, ...]:
+    """Renumber the requests' replicas for a window with ``counts`` replicas per pool.
+
+    The ``i``-th active (serving or loading) replica of a pool in the run is
+    the ``i``-th of the candidate; a request on a replica the candidate lacks
+    (beyond its count, or draining) gets an index past the window's
+    replicas, so the window migrates it.
+    """
+    total = sum(counts[pool] for pool in pools)
+    slot: dict[int, int] = {}
+    offset = 0
+    for pool in pools:
+        for i, replica in enumerate(engine.active_replicas(pool)[: counts[pool]]):
+            slot[replica.index] = offset + i
+        offset += counts[pool]
+    return tuple(
+        item if item.replica < 0 else replace(item, replica=slot.get(item.replica, total))
+        for item in in_flight
+    )
