@@ -1,4 +1,4 @@
-"""Default bounds of the capacity search (light: the command line reads them for its help)."""
+"""Defaults of the capacity and placement searches (light: the command line reads them for its help)."""
 
 from __future__ import annotations
 
@@ -8,3 +8,6 @@ DEFAULT_HIGH = 10.0
 """Highest ``arrival_scale`` tried (configuration: ten times the scenario's rate)."""
 DEFAULT_TOLERANCE = 0.05
 """Bisection stops when the failing scale is within this fraction above the passing one."""
+DEFAULT_SLO_ATTAINMENT = 0.9
+"""Share of requests that must meet every SLO: DistServe's attainment target
+(Zhong et al., OSDI 2024)."""

@@ -209,4 +209,6 @@ def test_validate_recognises_plan_spaces(tmp_path: Path) -> None:
 
 
 def test_default_attainment_is_the_same_in_the_command_and_the_search() -> None:
-    assert plan_command.DEFAULT_SLO_ATTAINMENT == plan_module.DEFAULT_SLO_ATTAINMENT == 0.9
+    assert (
+        plan_command.DEFAULT_SLO_ATTAINMENT == plan_module.DEFAULT_SLO_ATTAINMENT == 0.9
+    )  # one constant

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
-from simulator.commands.scenario_options import add_scenario_options
+from simulator.commands.scenario_options import add_scenario_options, add_search_bounds
 
 HELP = "bisect workload.arrival_scale for the highest rate meeting an SLO attainment"
 
@@ -22,24 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--slo-attainment", type=float, required=True, help="fraction of requests meeting their SLO"
     )
-    parser.add_argument(
-        "--low",
-        type=float,
-        default=DEFAULT_LOW,
-        help=f"lowest arrival_scale (default {DEFAULT_LOW})",
-    )
-    parser.add_argument(
-        "--high",
-        type=float,
-        default=DEFAULT_HIGH,
-        help=f"highest arrival_scale (default {DEFAULT_HIGH})",
-    )
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=DEFAULT_TOLERANCE,
-        help=f"stop when the interval is this relative width (default {DEFAULT_TOLERANCE})",
-    )
+    add_search_bounds(parser)
     add_scenario_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print the result line only")
 

@@ -13,14 +13,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
+from simulator.capacity_bounds import DEFAULT_SLO_ATTAINMENT
+from simulator.commands.scenario_options import add_executor_options, add_search_bounds
 
 HELP = "search pool sizes, parallelism and speculation for the best goodput per GPU"
 
-DEFAULT_SLO_ATTAINMENT = 0.9
-"""DistServe's attainment target (Zhong et al., OSDI 2024); the same as
-:data:`simulator.sweeps.plan.DEFAULT_SLO_ATTAINMENT`, repeated here so ``--help``
-imports nothing heavy (a test checks they agree)."""
 
 DEFAULT_TOP = 10
 
@@ -37,29 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_SLO_ATTAINMENT,
         help=f"fraction of requests meeting their SLO (default {DEFAULT_SLO_ATTAINMENT}, DistServe's)",
     )
-    parser.add_argument(
-        "--low",
-        type=float,
-        default=DEFAULT_LOW,
-        help=f"lowest arrival_scale (default {DEFAULT_LOW})",
-    )
-    parser.add_argument(
-        "--high",
-        type=float,
-        default=DEFAULT_HIGH,
-        help=f"highest arrival_scale (default {DEFAULT_HIGH})",
-    )
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=DEFAULT_TOLERANCE,
-        help=f"stop bisecting at this relative width (default {DEFAULT_TOLERANCE})",
-    )
-    parser.add_argument("--executor", default="local", help="local (default) or ray")
-    parser.add_argument(
-        "--workers", type=int, default=None, help="processes (default: this machine's CPUs)"
-    )
-    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (ray only)")
+    add_search_bounds(parser)
+    add_executor_options(parser)
     parser.add_argument(
         "--top", type=int, default=DEFAULT_TOP, help=f"rows printed (default {DEFAULT_TOP})"
     )

@@ -1,4 +1,4 @@
-"""Options every subcommand that loads a scenario shares: ``--seed`` and ``--set``."""
+"""Options several subcommands share: scenario overrides, search bounds, executors."""
 
 from __future__ import annotations
 
@@ -16,3 +16,36 @@ def add_scenario_options(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a scenario key, e.g. --set scheduler.verify.batching.max_batch=16",
     )
+
+
+def add_search_bounds(parser: argparse.ArgumentParser) -> None:
+    """Add ``--low``, ``--high`` and ``--tolerance`` of the arrival-scale bisection."""
+    from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
+
+    parser.add_argument(
+        "--low",
+        type=float,
+        default=DEFAULT_LOW,
+        help=f"lowest arrival_scale (default {DEFAULT_LOW})",
+    )
+    parser.add_argument(
+        "--high",
+        type=float,
+        default=DEFAULT_HIGH,
+        help=f"highest arrival_scale (default {DEFAULT_HIGH})",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"stop when the interval is this relative width (default {DEFAULT_TOLERANCE})",
+    )
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--executor``, ``--workers`` and ``--ray-address`` of the sweep executors."""
+    parser.add_argument("--executor", default="local", help="local (default) or ray")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="processes (default: this machine's CPUs)"
+    )
+    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (ray only)")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from simulator.commands.scenario_options import add_executor_options
+
 HELP = "run a scenario at every point of a sweep file and tabulate the runs"
 
 
@@ -19,11 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--output", type=Path, default=None, help="directory (default results/sweeps/<id>)"
     )
-    parser.add_argument("--executor", default="local", help="local (default) or ray")
-    parser.add_argument(
-        "--workers", type=int, default=None, help="processes (default: this machine's CPUs)"
-    )
-    parser.add_argument("--ray-address", default=None, help="a running Ray cluster (ray only)")
+    add_executor_options(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print no summary line")
 
 

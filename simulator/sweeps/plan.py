@@ -18,7 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
+from simulator.capacity_bounds import (
+    DEFAULT_HIGH,
+    DEFAULT_LOW,
+    DEFAULT_SLO_ATTAINMENT,
+    DEFAULT_TOLERANCE,
+)
 from simulator.errors import InputError, make_issue
 from simulator.outputs import FLOAT_FORMAT
 from simulator.runner import run
@@ -27,9 +32,6 @@ from simulator.sweeps.execute import check_executor, default_workers, execute_wi
 from simulator.sweeps.plan_space import PlanSpace, load_plan_space
 from simulator.sweeps.search import capacity, check_search
 from simulator.sweeps.table import target_gpus
-
-DEFAULT_SLO_ATTAINMENT = 0.9
-"""Attainment target of the search: DistServe's (Zhong et al., OSDI 2024) 90% SLO attainment."""
 
 PLAN_FILE = "plan.csv"
 FIGURE_STEM = "plan"
