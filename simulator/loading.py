@@ -253,6 +253,20 @@ def read_document(path: Path, what: str = "file") -> Any:
         raise InputError([make_issue(path, where, bad_line, allowed, problem)]) from None
 
 
+def bounds_text(schema: Mapping[str, Any]) -> list[str]:
+    """The numeric bounds of a (sub)schema as text, e.g. ``[">= 0", "< 1"]``."""
+    return [
+        f"{sign} {schema[key]}"
+        for key, sign in (
+            ("minimum", ">="),
+            ("exclusiveMinimum", ">"),
+            ("maximum", "<="),
+            ("exclusiveMaximum", "<"),
+        )
+        if key in schema
+    ]
+
+
 def _allowed_text(schema: Mapping[str, Any]) -> str:
     """Describe what a (sub)schema accepts, for the ``allowed`` part of a message."""
     if "enum" in schema:
@@ -265,16 +279,7 @@ def _allowed_text(schema: Mapping[str, Any]) -> str:
         parts.append(" or ".join(kind))
     elif isinstance(kind, str):
         parts.append(kind)
-    bounds = [
-        f"{sign} {schema[key]}"
-        for key, sign in (
-            ("minimum", ">="),
-            ("exclusiveMinimum", ">"),
-            ("maximum", "<="),
-            ("exclusiveMaximum", "<"),
-        )
-        if key in schema
-    ]
+    bounds = bounds_text(schema)
     if bounds:
         parts.append(" and ".join(bounds))
     if "pattern" in schema:

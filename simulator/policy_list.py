@@ -15,6 +15,7 @@ from typing import Any
 
 from policies.registry import families
 from simulator.errors import raise_if_any
+from simulator.loading import bounds_text
 from simulator.scenario.load import plugin_issues
 
 
@@ -23,16 +24,7 @@ def _type_text(schema: Mapping[str, Any]) -> str:
         return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
     kind = schema.get("type", "any")
     text = " or ".join(kind) if isinstance(kind, list) else str(kind)
-    bounds = [
-        f"{sign} {schema[key]}"
-        for key, sign in (
-            ("minimum", ">="),
-            ("exclusiveMinimum", ">"),
-            ("maximum", "<="),
-            ("exclusiveMaximum", "<"),
-        )
-        if key in schema
-    ]
+    bounds = bounds_text(schema)
     return f"{text} {' and '.join(bounds)}" if bounds else text
 
 
