@@ -42,27 +42,39 @@ class RoundRobin:
         return chosen
 
 
-@ROUTING.register
-class LeastOutstanding:
-    """The replica with the fewest outstanding requests (lowest index on ties)."""
+class _LowestKey:
+    """Base of routers that take the replica with the smallest :meth:`key`."""
 
-    name: ClassVar[str] = "least_outstanding"
     Params: ClassVar[type[NoParams]] = NoParams
     params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params if params is not None else NoParams()
 
+    def key(self, replica: ReplicaLoad) -> tuple[float, ...]:
+        """The ordering key of ``replica`` (the smallest is chosen)."""
+        raise NotImplementedError
+
     def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
-        """Return the least-loaded replica."""
+        """Return the replica with the smallest key."""
         if not replicas:
             raise ValueError("no replica to route to")
-        best = min(replicas, key=lambda r: (r.outstanding_requests, r.index))
-        return best.index
+        return min(replicas, key=self.key).index
 
 
 @ROUTING.register
-class KvAware:
+class LeastOutstanding(_LowestKey):
+    """The replica with the fewest outstanding requests (lowest index on ties)."""
+
+    name: ClassVar[str] = "least_outstanding"
+
+    def key(self, replica: ReplicaLoad) -> tuple[float, ...]:
+        """Outstanding requests, then index."""
+        return (replica.outstanding_requests, replica.index)
+
+
+@ROUTING.register
+class KvAware(_LowestKey):
     """The replica with the most KV free after placing the request.
 
     It compares ``kv_free_mb - kv_need_mb``: the replica's free KV less what
@@ -73,26 +85,19 @@ class KvAware:
     """
 
     name: ClassVar[str] = "kv_aware"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
     reads_replica_detail: ClassVar[bool] = True
 
-    def __init__(self, params: NoParams | None = None) -> None:
-        self.params = params if params is not None else NoParams()
-
-    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
-        """Return the replica with the most KV left after the request's."""
-        if not replicas:
-            raise ValueError("no replica to route to")
-        best = min(
-            replicas,
-            key=lambda r: (r.kv_need_mb - r.kv_free_mb, r.outstanding_requests, r.index),
+    def key(self, replica: ReplicaLoad) -> tuple[float, ...]:
+        """KV left after the request's (negated), outstanding requests, index."""
+        return (
+            replica.kv_need_mb - replica.kv_free_mb,
+            replica.outstanding_requests,
+            replica.index,
         )
-        return best.index
 
 
 @ROUTING.register
-class NetworkAware:
+class NetworkAware(_LowestKey):
     """The replica with the smallest predicted RTT + prefill queue delay.
 
     ``score = link_rtt_ms / 1000 + predicted_queue_s``: the round trip of the
@@ -103,26 +108,15 @@ class NetworkAware:
     """
 
     name: ClassVar[str] = "network_aware"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
     reads_replica_detail: ClassVar[bool] = True
 
-    def __init__(self, params: NoParams | None = None) -> None:
-        self.params = params if params is not None else NoParams()
-
-    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
-        """Return the replica with the smallest predicted RTT + queue delay."""
-        if not replicas:
-            raise ValueError("no replica to route to")
-        best = min(
-            replicas,
-            key=lambda r: (
-                r.link_rtt_ms / 1000.0 + r.predicted_queue_s,
-                r.outstanding_requests,
-                r.index,
-            ),
+    def key(self, replica: ReplicaLoad) -> tuple[float, ...]:
+        """Predicted RTT + prefill queue delay in s, outstanding requests, index."""
+        return (
+            replica.link_rtt_ms / 1000.0 + replica.predicted_queue_s,
+            replica.outstanding_requests,
+            replica.index,
         )
-        return best.index
 
 
 @ROUTING.register
