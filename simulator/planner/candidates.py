@@ -1,9 +1,9 @@
 """Candidate configurations of the goodput planner, and the runtime each one runs with.
 
-A candidate sets some of: the number of serving replicas of every target
-pool (``verify_replicas``) and the hybrid policy's fused share
-(``fused_fraction``). The candidates are every combination of the listed
-values, in the listed order (the first key varies slowest).
+A candidate gives a value to each key listed in ``planner.candidates``
+(the keys are the knobs of :mod:`simulator.planner.knobs`). The candidates
+are every combination of the listed values, keys in the knobs' order (the
+first varies slowest), values in the listed order.
 """
 
 from __future__ import annotations
@@ -13,13 +13,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from policies.hybrid import FusedFractionParams
 from simulator.devices.model import Availability, AvailabilityWindow
 from simulator.engine.runtime import ReplicaPlan, Runtime
-from simulator.scenario.model import PolicyChoice
-
-CANDIDATE_KEYS = ("verify_replicas", "fused_fraction")
-"""The candidate keys the planner applies, in enumeration order."""
+from simulator.planner.knobs import KNOBS, Value
 
 _NEVER_S = 1e15
 """End of a loading replica's availability in a window (later than any run)."""
@@ -30,63 +26,51 @@ class Candidate:
     """One configuration the planner may choose.
 
     Attributes:
-        verify_replicas: Serving replicas of every target pool (``None``: unchanged).
-        fused_fraction: The hybrid policy's fused share (``None``: unchanged).
+        values: ``(key, value)`` for every candidate key, in the knobs' order.
     """
 
-    verify_replicas: int | None = None
-    fused_fraction: float | None = None
+    values: tuple[tuple[str, Value], ...] = ()
+
+    def get(self, name: str) -> Value | None:
+        """The candidate's value of key ``name`` (``None``: it leaves the key unchanged)."""
+        for key, value in self.values:
+            if key == name:
+                return value
+        return None
 
     @property
     def key(self) -> str:
         """A compact ``key=value`` text naming it (the planner log's ``candidate``)."""
-        parts = [
-            f"{name}={value:g}"
-            for name in CANDIDATE_KEYS
-            if (value := getattr(self, name)) is not None
-        ]
-        return " ".join(parts)
+        return " ".join(f"{name}={value:g}" for name, value in self.values)
 
 
-def enumerate_candidates(values: Mapping[str, Sequence[float]]) -> list[Candidate]:
+def candidate_keys(values: Mapping[str, Sequence[Value]]) -> list[str]:
+    """The keys listed in ``values``, in the knobs' order."""
+    return [name for name in KNOBS if name in values]
+
+
+def enumerate_candidates(values: Mapping[str, Sequence[Value]]) -> list[Candidate]:
     """Every combination of the listed candidate values (duplicates kept once, first wins)."""
-    keys = [k for k in CANDIDATE_KEYS if k in values]
+    keys = candidate_keys(values)
     out: list[Candidate] = []
     for combo in itertools.product(*(values[k] for k in keys)):
-        fields = dict(zip(keys, combo, strict=True))
-        candidate = Candidate(
-            verify_replicas=int(fields["verify_replicas"]) if "verify_replicas" in fields else None,
-            fused_fraction=float(fields["fused_fraction"]) if "fused_fraction" in fields else None,
-        )
+        candidate = Candidate(tuple(zip(keys, (float(v) for v in combo), strict=True)))
         if candidate not in out:
             out.append(candidate)
     return out
 
 
-def make_candidate(values: Mapping[str, Sequence[float]], position: Mapping[str, int]) -> Candidate:
+def make_candidate(values: Mapping[str, Sequence[Value]], position: Mapping[str, int]) -> Candidate:
     """The candidate at ``position`` (an index into each key's list of values)."""
-    replicas = (
-        values["verify_replicas"][position["verify_replicas"]]
-        if "verify_replicas" in position
-        else None
-    )
-    fraction = (
-        values["fused_fraction"][position["fused_fraction"]]
-        if "fused_fraction" in position
-        else None
-    )
-    return Candidate(
-        verify_replicas=int(replicas) if replicas is not None else None,
-        fused_fraction=float(fraction) if fraction is not None else None,
-    )
+    return Candidate(tuple((k, float(values[k][position[k]])) for k in KNOBS if k in position))
 
 
 def neighbours(
-    values: Mapping[str, Sequence[float]], position: Mapping[str, int]
+    values: Mapping[str, Sequence[Value]], position: Mapping[str, int]
 ) -> list[dict[str, int]]:
     """Hill-climb moves from ``position``: itself, then one step down and up along each key."""
     out = [dict(position)]
-    for key in CANDIDATE_KEYS:
+    for key in KNOBS:
         if key not in position:
             continue
         for step in (-1, 1):
@@ -96,7 +80,7 @@ def neighbours(
     return out
 
 
-def nearest_index(options: Sequence[float], value: float) -> int:
+def nearest_index(options: Sequence[Value], value: Value) -> int:
     """Index of the option nearest ``value`` (ties: the earlier)."""
     return min(range(len(options)), key=lambda i: (abs(options[i] - value), i))
 
@@ -108,9 +92,10 @@ def pools_of(runtime: Runtime) -> list[str]:
 
 def replica_counts(candidate: Candidate, current: Mapping[str, int]) -> dict[str, int]:
     """Serving replicas of each pool under ``candidate`` (``current``: today's)."""
-    if candidate.verify_replicas is None:
+    replicas = candidate.get("verify_replicas")
+    if replicas is None:
         return dict(current)
-    return dict.fromkeys(current, candidate.verify_replicas)
+    return dict.fromkeys(current, int(replicas))
 
 
 def candidate_runtime(
@@ -124,7 +109,8 @@ def candidate_runtime(
     Each pool has ``counts[pool]`` replicas (its first plan repeated, pools
     in scenario order). Replica ``i`` of a pool takes work from
     ``ready_s[pool][i]`` when that is given (a replica loading its model);
-    a pool with availability windows of its own keeps them instead.
+    a pool with availability windows of its own keeps them instead. Every
+    other key of the candidate sets its knob's part of the runtime.
 
     Args:
         runtime: The run's runtime.
@@ -147,12 +133,7 @@ def candidate_runtime(
                 )
             else:
                 replicas.append(plan)
-    settings = runtime.settings
-    if candidate.fused_fraction is not None:
-        settings = replace(settings, hybrid=fused_fraction_choice(candidate.fused_fraction))
-    return replace(runtime, replicas=tuple(replicas), settings=settings)
-
-
-def fused_fraction_choice(fraction: float) -> PolicyChoice:
-    """The ``fused_fraction`` hybrid policy with share ``fraction``."""
-    return PolicyChoice("hybrid_mode", "fused_fraction", FusedFractionParams(fraction))
+    out = replace(runtime, replicas=tuple(replicas))
+    for name, value in candidate.values:
+        out = KNOBS[name].window_runtime(out, value)
+    return out

@@ -42,15 +42,16 @@ from simulator.engine.clock import call_at
 from simulator.engine.core import Engine, InFlight
 from simulator.planner.candidates import (
     Candidate,
+    candidate_keys,
     candidate_runtime,
     enumerate_candidates,
-    fused_fraction_choice,
     make_candidate,
     nearest_index,
     neighbours,
     pools_of,
     replica_counts,
 )
+from simulator.planner.knobs import KNOBS
 from simulator.planner.objectives import WindowScore, score_window
 from simulator.rng import RandomStreams
 from simulator.scenario.model import PlannerSpec
@@ -135,15 +136,10 @@ class OnlinePlanner:
         if self._position is not None:
             return self._position
         values = self.spec.candidates
-        position: dict[str, int] = {}
-        if "verify_replicas" in values:
-            first = next(iter(engine.serving_counts().values()))
-            position["verify_replicas"] = nearest_index(values["verify_replicas"], first)
-        if "fused_fraction" in values:
-            hybrid = engine.runtime.settings.hybrid
-            fraction = float(getattr(hybrid.params, "fraction", 0.0)) if hybrid else 0.0
-            position["fused_fraction"] = nearest_index(values["fused_fraction"], fraction)
-        return position
+        return {
+            key: nearest_index(values[key], KNOBS[key].current(engine))
+            for key in candidate_keys(values)
+        }
 
     @staticmethod
     def _statistics(engine: Engine, at_s: float) -> dict[str, Any]:
@@ -208,11 +204,8 @@ class OnlinePlanner:
 
     def _apply(self, engine: Engine, candidate: Candidate) -> None:
         """Make the run's configuration the candidate's from now on."""
-        counts = replica_counts(candidate, engine.serving_counts())
-        for pool, count in counts.items():
-            engine.set_replica_count(pool, count, self.spec.model_load_s)
-        if candidate.fused_fraction is not None:
-            engine.set_hybrid(fused_fraction_choice(candidate.fused_fraction))
+        for name, value in candidate.values:
+            KNOBS[name].apply(engine, value, self.spec.model_load_s)
 
 
 def _remap(
