@@ -18,6 +18,7 @@ from simulator.engine.tracing import Tracer
 from simulator.metrics.summary import slo_flags, summarise
 from simulator.planner.log import planner_log
 from simulator.planner.online import OnlinePlanner
+from simulator.planner.windows import WindowRunner
 from simulator.rng import RandomStreams
 from simulator.scenario.model import Scenario
 from simulator.scenario.reach import build_requests
@@ -59,6 +60,7 @@ def run(
     until_s: float | None = None,
     progress: ProgressHook | None = None,
     start_s: float = 0.0,
+    windows: WindowRunner | None = None,
 ) -> Result:
     """Simulate ``scenario`` and return its :class:`Result`.
 
@@ -74,6 +76,8 @@ def run(
         progress: Called as ``progress(arrived, completed, total, simulated_s)``
             every few hundred arrivals (e.g. to print progress).
         start_s: The clock's start time (a what-if window's start; default 0).
+        windows: Where the online planner's what-if windows run (default:
+            one after another in this process; see :mod:`simulator.planner.windows`).
     """
     started = time.perf_counter()
     table = requests if requests is not None else build_requests(scenario)
@@ -85,7 +89,7 @@ def run(
         in_flight=in_flight,
         progress=progress,
         start_s=start_s,
-        planner=planner_of(scenario),
+        planner=planner_of(scenario, windows),
     )
     logger.debug("engine built: %d requests, %d replicas", len(table), len(engine.replicas))
     output = engine.run(until_s=until_s)
@@ -93,9 +97,11 @@ def run(
     return _result(scenario, table, output, started)
 
 
-def planner_of(scenario: Scenario) -> OnlinePlanner | None:
+def planner_of(scenario: Scenario, windows: WindowRunner | None = None) -> OnlinePlanner | None:
     """The scenario's online planner (``None`` when ``planner.enabled`` is false)."""
-    return OnlinePlanner(scenario.planner, scenario.seed) if scenario.planner.enabled else None
+    if not scenario.planner.enabled:
+        return None
+    return OnlinePlanner(scenario.planner, scenario.seed, windows)
 
 
 @dataclass(frozen=True)

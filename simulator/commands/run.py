@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.commands.scenario_options import add_scenario_options
+from simulator.commands.scenario_options import add_executor_options, add_scenario_options
 
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", type=Path, default=None, help="results directory")
     add_scenario_options(parser)
+    add_executor_options(parser, "the online planner's what-if windows")
     parser.add_argument(
         "--label", default=None, help="name of the run in tables and legends (metadata.label)"
     )
@@ -80,6 +81,7 @@ def execute(args: argparse.Namespace) -> int:
         from simulator.console import headline_table
         from simulator.labels import label_override
         from simulator.outputs import write_results
+        from simulator.planner.windows import window_runner
         from simulator.progress import TerminalProgress
         from simulator.runner import run
         from simulator.scenario import load_scenario
@@ -93,10 +95,17 @@ def execute(args: argparse.Namespace) -> int:
         )
         progress = TerminalProgress(enabled=not args.quiet)
         logger.info("running scenario %s (seed %d)", scenario.scenario_id, scenario.seed)
+        windows = (
+            window_runner(args.executor, args.workers, args.ray_address)
+            if scenario.planner.enabled
+            else None
+        )
         try:
-            result = run(scenario, progress=progress, tracer=tracer)
+            result = run(scenario, progress=progress, tracer=tracer, windows=windows)
         finally:
             progress.close()
+            if windows is not None:
+                windows.close()
         write_results(result, out_dir, argv=getattr(args, "argv", None))
         if tracer is not None:
             tracer.write(args.trace_events)

@@ -42,9 +42,11 @@ def add_search_bounds(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_executor_options(parser: argparse.ArgumentParser) -> None:
-    """Add ``--executor``, ``--workers`` and ``--ray-address`` of the sweep executors."""
-    parser.add_argument("--executor", default="local", help="local (default) or ray")
+def add_executor_options(parser: argparse.ArgumentParser, runs: str = "the runs") -> None:
+    """Add ``--executor``, ``--workers`` and ``--ray-address`` (``runs``: what they run)."""
+    parser.add_argument(
+        "--executor", default="local", help=f"where {runs} run: local (default) or ray"
+    )
     parser.add_argument(
         "--workers", type=int, default=None, help="processes (default: this machine's CPUs)"
     )

@@ -299,6 +299,8 @@ class Engine:
         self.hybrid = (
             _instantiate(settings.hybrid, streams=streams) if settings.hybrid is not None else None
         )
+        self.hybrid_choice: PolicyChoice | None = settings.hybrid
+        """The hybrid policy in use and its parameters (changed by :meth:`set_hybrid`)."""
         self._predicts_latency = bool(getattr(self.hybrid, "predicts_latency", False))
         """Whether the hybrid policy reads the predicted per-round times (computed only then)."""
         self.draft_selector = (
@@ -1073,6 +1075,7 @@ class Engine:
     def set_hybrid(self, choice: PolicyChoice) -> None:
         """Route the next hybrid requests with the policy ``choice`` (hybrid mode)."""
         self.hybrid = _instantiate(choice)
+        self.hybrid_choice = choice
 
     def active_replicas(self, pool: str) -> list[TargetReplica]:
         """The serving or loading replicas of ``pool``, by index."""

@@ -23,10 +23,14 @@ due at that instant), the planner:
    current configuration and its neighbours (one step down or up the list of
    each key, from the values nearest the run's at first);
 3. scores each window (:mod:`simulator.planner.objectives`) and applies the
-   best by the objectives in order (ties: the earlier candidate):
-   :meth:`Engine.set_replica_count` per pool and :meth:`Engine.set_hybrid`.
+   best by the objectives in order (ties: the earlier candidate) through
+   the candidate keys' knobs (:mod:`simulator.planner.knobs`).
 
-Windows run in the run's process, one after another.
+With ``analytic_keep: M`` only the ``M`` candidates that the analytic
+estimate (:mod:`simulator.planner.analytic`) ranks best get a window. Windows
+run on the injected :class:`~simulator.planner.windows.WindowRunner` (default:
+in the run's process, one after another); each window's index and seed are
+fixed before any runs, so the executor does not change a decision.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy as np
 
 from simulator.engine.clock import call_at
 from simulator.engine.core import Engine, InFlight
+from simulator.planner.analytic import Estimate, estimate
 from simulator.planner.candidates import (
     Candidate,
     candidate_keys,
@@ -52,8 +57,7 @@ from simulator.planner.candidates import (
     replica_counts,
 )
 from simulator.planner.knobs import KNOBS
-from simulator.planner.objectives import WindowScore, score_window
-from simulator.rng import RandomStreams
+from simulator.planner.windows import SerialWindows, WindowRunner, WindowTask
 from simulator.scenario.model import PlannerSpec
 from simulator.workload import RequestTable
 
@@ -73,11 +77,14 @@ class OnlinePlanner:
     Args:
         spec: The scenario's planner settings (enabled).
         seed: The run's seed.
+        windows: Where the windows run (``None``: in the run's process).
     """
 
-    def __init__(self, spec: PlannerSpec, seed: int) -> None:
+    def __init__(self, spec: PlannerSpec, seed: int, windows: WindowRunner | None = None) -> None:
         self.spec = spec
         self.seed = seed
+        self.windows: WindowRunner = windows if windows is not None else SerialWindows()
+        """Where windows run (default: one after another in the run's process)."""
         self.candidates = enumerate_candidates(spec.candidates)
         """Every candidate (what a grid search evaluates each round)."""
         self._position: dict[str, int] | None = None
@@ -117,19 +124,47 @@ class OnlinePlanner:
             candidates = [make_candidate(self.spec.candidates, p) for p in positions]
         else:
             candidates = self.candidates
-        scores = [self._window(engine, c, recent, in_flight, at_s) for c in candidates]
+        tasks = [self._task(engine, c, recent, in_flight, at_s) for c in candidates]
+        analytic = self._prefilter(engine, tasks, recent)
+        windowed = self._windowed(len(tasks), analytic)
+        for i in windowed:
+            tasks[i] = replace(tasks[i], index=i, seed=window_seed(self.seed, self._windows))
+            self._windows += 1
+        scores = dict(zip(windowed, self.windows.run([tasks[i] for i in windowed]), strict=True))
         objectives = self.spec.objectives
-        best = min(range(len(scores)), key=lambda i: (scores[i].rank(objectives), i))
+        best = min(windowed, key=lambda i: (scores[i].rank(objectives), i))
         if positions:
             self._position = positions[best]
-        for i, (candidate, score) in enumerate(zip(candidates, scores, strict=True)):
+        for i, candidate in enumerate(candidates):
             row: dict[str, Any] = {"time_s": at_s, "candidate": candidate.key, **stats}
-            row.update({f"est_{name}": getattr(score, name) for name in objectives})
-            row["est_good"] = score.good
+            score = scores.get(i)
+            for name in objectives:
+                row[f"est_{name}"] = getattr(score, name) if score is not None else math.nan
+            row["est_good"] = score.good if score is not None else math.nan
+            if analytic:
+                row["analytic_goodput"] = analytic[i].goodput
+                row["windowed"] = score is not None
             row["chosen"] = i == best
             self._rows.append(row)
         self._apply(engine, candidates[best])
         self._schedule(at_s + self.spec.interval_s)
+
+    def _prefilter(
+        self, engine: Engine, tasks: list[WindowTask], recent: RequestTable
+    ) -> list[Estimate]:
+        """Every task's analytic estimate, when ``analytic_keep`` leaves some without a window."""
+        keep = self.spec.analytic_keep
+        if keep is None or len(tasks) <= keep:
+            return []
+        share = self.fused_share(engine)
+        return [estimate(task.runtime, recent, self.spec.window_s, share) for task in tasks]
+
+    def _windowed(self, count: int, analytic: list[Estimate]) -> list[int]:
+        """The tasks that get a window, in candidate order: all, or the best ``analytic_keep``."""
+        if not analytic:
+            return list(range(count))
+        ranked = sorted(range(len(analytic)), key=lambda i: (analytic[i].rank(), i))
+        return sorted(ranked[: self.spec.analytic_keep])
 
     def _current_position(self, engine: Engine) -> dict[str, int]:
         """Where hill climbing stands: the last choice, or at first the values nearest the run's."""
@@ -176,31 +211,33 @@ class OnlinePlanner:
             first_id=table.first_id + len(table),
         )
 
-    def _window(
+    def _task(
         self,
         engine: Engine,
         candidate: Candidate,
         recent: RequestTable,
         in_flight: tuple[InFlight, ...],
         at_s: float,
-    ) -> WindowScore:
-        """Run the candidate's what-if window from ``at_s`` and score it."""
+    ) -> WindowTask:
+        """The candidate's what-if window from ``at_s`` (index and seed set when it runs)."""
         runtime = engine.runtime
         counts = replica_counts(candidate, engine.serving_counts())
         ready = engine.ready_times(counts, self.spec.model_load_s)
-        window_runtime = candidate_runtime(runtime, candidate, counts, ready)
-        carried = _remap(in_flight, engine, counts, pools_of(runtime))
-        index = self._windows
-        self._windows += 1
-        window = Engine(
-            window_runtime,
-            recent,
-            RandomStreams(window_seed(self.seed, index)),
-            in_flight=carried,
+        return WindowTask(
+            index=-1,
+            runtime=candidate_runtime(runtime, candidate, counts, ready),
+            requests=recent,
+            in_flight=_remap(in_flight, engine, counts, pools_of(runtime)),
+            seed=0,
             start_s=at_s,
+            until_s=at_s + WINDOW_CAP * self.spec.window_s,
         )
-        output = window.run(until_s=at_s + WINDOW_CAP * self.spec.window_s)
-        return score_window(output, recent, at_s)
+
+    @staticmethod
+    def fused_share(engine: Engine) -> float:
+        """The share of new requests served fused (mode hybrid, ``fused_fraction`` policy)."""
+        hybrid = engine.hybrid_choice
+        return float(getattr(hybrid.params, "fraction", 0.0)) if hybrid is not None else 0.0
 
     def _apply(self, engine: Engine, candidate: Candidate) -> None:
         """Make the run's configuration the candidate's from now on."""

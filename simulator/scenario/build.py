@@ -1061,7 +1061,15 @@ class _Builder:
         if not raw["enabled"]:
             self.refuse_non_defaults(
                 "planner",
-                ("interval_s", "window_s", "model_load_s", "objectives", "candidates", "search"),
+                (
+                    "interval_s",
+                    "window_s",
+                    "model_load_s",
+                    "objectives",
+                    "candidates",
+                    "search",
+                    "analytic_keep",
+                ),
                 "planner.enabled is false, so no planner runs",
             )
         else:
@@ -1074,6 +1082,7 @@ class _Builder:
             {name: tuple(values) for name, values in candidates.items()},
             float(raw.get("model_load_s", 0.0)),
             str(raw["search"]),
+            raw["analytic_keep"],
         )
 
     def _check_planner(self, raw: Mapping[str, Any]) -> None:
@@ -1129,6 +1138,18 @@ class _Builder:
                 "the key left out, or speculation.mode: hybrid with speculation.hybrid.policy: "
                 "fused_fraction (the fraction it sets)",
                 f"no fused fraction to set in mode {spec['mode']!r}",
+            )
+        if (
+            raw["analytic_keep"] is not None
+            and spec["mode"] == "hybrid"
+            and spec["hybrid"]["policy"] != "fused_fraction"
+        ):
+            self.issue(
+                "planner.analytic_keep",
+                raw["analytic_keep"],
+                "null, or speculation.hybrid.policy: fused_fraction (the estimate needs the share "
+                "of requests served fused, which only that policy fixes)",
+                f"no fused share to estimate with hybrid policy {spec['hybrid']['policy']!r}",
             )
         if self.doc["workload"].get("closed_loop") is not None:
             self.issue(

@@ -334,6 +334,8 @@ class PlannerSpec:
         objectives: What it optimises, in priority order (goodput first).
         candidates: The values it chooses from, by candidate key.
         search: ``grid`` (every candidate each round) or ``hill_climb``.
+        analytic_keep: Candidates of a round that get a window, the best by
+            the analytic estimate (``None``: all).
     """
 
     enabled: bool
@@ -343,6 +345,7 @@ class PlannerSpec:
     candidates: dict[str, tuple[float, ...]]
     model_load_s: float = 0.0
     search: str = "grid"
+    analytic_keep: int | None = None
 
 
 @dataclass(frozen=True)

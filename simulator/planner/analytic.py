@@ -1,0 +1,315 @@
+"""An analytic estimate of a candidate's goodput: the planner's optional pre-filter.
+
+With ``planner.analytic_keep: M`` the planner runs what-if windows only for
+the ``M`` candidates this estimate ranks best (the window decides among
+them). The estimate is a mean-value model of the recent arrivals served by
+the candidate's runtime, from the same LUTs and acceptance curves the
+engine prices iterations with; it takes microseconds per candidate where a
+window takes a simulation.
+
+For every group of recent requests with the same origin, SLO class and kind
+of work (``verify`` for drafts from a client device, ``fused``, or plain
+``decode``), spread over the replicas of the pools its origin reaches in
+proportion to their number:
+
+- a round commits ``E`` tokens: ``expected_tokens_per_verify(k, context)``
+  of its acceptance curve (1 for plain decoding), with ``k`` the scenario's
+  first-round draft length and the context the prompt plus half the output;
+- an iteration of ``B`` requests takes ``T(B)``: the replica's LUT at that
+  batch, ``k`` and context;
+- a ``verify`` round cycles through the device's ``k`` draft steps (its
+  first drafter model's LUT), the link's round trip, half an iteration of
+  waiting for the replica and its own iteration: ``c = d + rtt + 1.5 T(B)``;
+  a ``fused`` or ``decode`` request is in every iteration: ``c = T(B)``;
+- Little's law gives the requests decoding on a replica, ``L = r O c / E``
+  (``r``: the group's arrival rate per replica, ``O``: its mean output),
+  and the batch ``B``: the bundles that arrive during an iteration
+  (``L T / c`` for verify), or every one of them (``L`` otherwise), at
+  least 1 and at most the decode lane's ``max_batch`` and
+  ``max_running_requests`` (solved by fixed-point iteration);
+- the replica's utilisation ``rho`` adds each kind's iterations per second
+  times ``T(B)`` and each request's batch-1 prefill;
+- TPOT is ``c / E``; TVT (verify) the round trip plus 1.5 iterations; TTFT
+  the link's round trip plus the prefill stretched by ``1 / (1 - rho)``
+  (the M/M/1 sojourn factor).
+
+A group meets its SLOs when every predicted figure is within its class's
+targets and its replica is not overloaded (``rho < 1``). The estimate is
+the arrival rate of the groups that meet them per GPU of the candidate.
+Candidates rank by it (higher first), then by how far the worst predicted
+figure is from its target (``max(rho, prediction / target)``, lower first),
+so an overloaded candidate closest to coping ranks first among those that
+meet nothing.
+
+It is a mean-value model: it ignores the spread of lengths and of
+acceptance, burstiness beyond the M/M/1 factor, KV limits, thermal
+throttling, adaptive draft lengths and batching timeouts. That is why it
+only pre-filters: the windows of the ``M`` best decide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.engine.costs import DECODE, FUSED, VERIFY
+from simulator.engine.runtime import ClientPool, ReplicaPlan, Runtime
+from simulator.workload import RequestTable, SloTargets
+
+_FIXED_POINT_STEPS = 40
+"""Iterations of the batch-size fixed point (it converges in a handful)."""
+
+_WAIT_FACTOR = 1.5
+"""A verify round spends half an iteration waiting for the running one, then its own."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A candidate's analytic estimate.
+
+    Attributes:
+        goodput: Predicted requests meeting every SLO per GPU-second.
+        worst_ratio: The largest of the replicas' utilisations and the
+            predicted figures over their targets (below 1: all met).
+    """
+
+    goodput: float
+    worst_ratio: float
+
+    def rank(self) -> tuple[float, float]:
+        """Sort key (smaller is better)."""
+        return (-self.goodput, self.worst_ratio)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Recent requests of one origin, SLO class and kind of work."""
+
+    origin: str
+    slo_class: str
+    kind: str
+    rate_per_s: float
+    prompt_tokens: float
+    output_tokens: float
+
+
+@dataclass
+class _KindLoad:
+    """One kind of work on one replica: what the fixed point needs and finds."""
+
+    rate_per_s: float = 0.0
+    prompt_tokens: float = 0.0
+    output_tokens: float = 0.0
+    device_s: float = 0.0
+    tokens_per_round: float = 1.0
+    step_s: float = 0.0
+    cycle_s: float = 0.0
+    batch: float = 1.0
+
+
+def estimate(
+    runtime: Runtime, recent: RequestTable, window_s: float, fused_share: float
+) -> Estimate:
+    """Estimate the goodput of ``runtime`` serving arrivals like ``recent``.
+
+    Args:
+        runtime: The candidate's runtime (its replicas and settings).
+        recent: The arrivals of the last ``window_s`` seconds.
+        window_s: Their span (arrival rates are counts over it).
+        fused_share: In mode hybrid, the share of requests served fused.
+    """
+    gpus = sum(plan.gpus for plan in runtime.replicas)
+    if gpus == 0 or len(recent) == 0:
+        return Estimate(0.0, math.inf)
+    pools: dict[str, list[ReplicaPlan]] = defaultdict(list)
+    for plan in runtime.replicas:
+        pools[plan.pool].append(plan)
+    loads: dict[str, dict[str, _KindLoad]] = {pool: {} for pool in pools}
+    placed: list[tuple[_Group, dict[str, float]]] = []
+    for group in _groups(runtime, recent, window_s, fused_share):
+        reach = _reached(runtime, group.origin, pools)
+        total = sum(len(pools[p]) for p in reach)
+        shares = {p: len(pools[p]) / total for p in reach}
+        placed.append((group, shares))
+        for pool, share in shares.items():
+            per_replica = group.rate_per_s * share / len(pools[pool])
+            _add(loads[pool], group, per_replica, runtime, pools[pool][0])
+    rho: dict[str, float] = {}
+    for pool, kinds in loads.items():
+        rho[pool] = _solve(runtime, pools[pool][0], kinds)
+    good_per_s = 0.0
+    worst = 0.0
+    for group, shares in placed:
+        slo = recent.slo_of(group.slo_class)
+        for pool, share in shares.items():
+            load = loads[pool][group.kind]
+            ratio = _worst_ratio(runtime, pools[pool][0], group, load, rho[pool], slo)
+            worst = max(worst, ratio)
+            if ratio < 1.0:
+                good_per_s += group.rate_per_s * share
+    return Estimate(good_per_s / gpus, worst)
+
+
+def _groups(
+    runtime: Runtime, recent: RequestTable, window_s: float, fused_share: float
+) -> list[_Group]:
+    """The recent requests grouped by origin, SLO class and kind of work."""
+    mode = runtime.settings.mode
+    out: list[_Group] = []
+    keys = sorted(set(zip(recent.origin.tolist(), recent.slo_class.tolist(), strict=True)))
+    for origin, slo_class in keys:
+        mask = (recent.origin == origin) & (recent.slo_class == slo_class)
+        rate = float(mask.sum()) / window_s
+        prompt = float(np.mean(recent.prompt_tokens[mask]))
+        output = float(np.mean(recent.output_tokens[mask]))
+        drafts = bool(origin) and bool(runtime.clients[origin].models)
+        if mode == "distributed" and drafts:
+            kinds = [(VERIFY, 1.0)]
+        elif mode == "hybrid" and drafts:
+            kinds = [(FUSED, fused_share), (VERIFY, 1.0 - fused_share)]
+        elif mode in ("fused", "hybrid"):
+            kinds = [(FUSED, 1.0)]
+        else:
+            kinds = [(DECODE, 1.0)]
+        for kind, share in kinds:
+            if share > 0:
+                out.append(_Group(origin, slo_class, kind, rate * share, prompt, output))
+    return out
+
+
+def _reached(runtime: Runtime, origin: str, pools: dict[str, list[ReplicaPlan]]) -> list[str]:
+    """The pools requests of ``origin`` may go to (every pool when it links to none)."""
+    if origin:
+        linked = [p for p in runtime.clients[origin].links if p in pools]
+        if linked:
+            return linked
+    return list(pools)
+
+
+def _add(
+    kinds: dict[str, _KindLoad],
+    group: _Group,
+    rate_per_s: float,
+    runtime: Runtime,
+    plan: ReplicaPlan,
+) -> None:
+    """Add a group's per-replica arrivals to its kind's load on ``plan`` (rate-weighted means)."""
+    load = kinds.setdefault(group.kind, _KindLoad())
+    total = load.rate_per_s + rate_per_s
+    if total <= 0:
+        return
+    old = load.rate_per_s / total
+    new = rate_per_s / total
+    load.prompt_tokens = old * load.prompt_tokens + new * group.prompt_tokens
+    load.output_tokens = old * load.output_tokens + new * group.output_tokens
+    load.device_s = old * load.device_s + new * _device_s(runtime, group)
+    context = group.prompt_tokens + group.output_tokens / 2.0
+    tokens = _tokens_per_round(runtime, plan, group.kind, group.origin, context)
+    load.tokens_per_round = old * load.tokens_per_round + new * tokens
+    load.rate_per_s = total
+
+
+def _context(load: _KindLoad) -> float:
+    return load.prompt_tokens + load.output_tokens / 2.0
+
+
+def _client(runtime: Runtime, origin: str) -> ClientPool | None:
+    return runtime.clients.get(origin) if origin else None
+
+
+def _device_s(runtime: Runtime, group: _Group) -> float:
+    """A verify round's time away from the replica: ``k`` draft steps on the device."""
+    client = _client(runtime, group.origin)
+    if group.kind != VERIFY or client is None or client.draft is None:
+        return 0.0
+    context = group.prompt_tokens + group.output_tokens / 2.0
+    k = runtime.settings.k
+    return client.draft.curve(1.0, 1).sum_steps(context, k)[0]
+
+
+def _tokens_per_round(
+    runtime: Runtime, plan: ReplicaPlan, kind: str, origin: str, context: float
+) -> float:
+    """``E``: expected tokens a round commits (1 for a plain decode step)."""
+    k = runtime.settings.k
+    temperature = runtime.settings.temperature
+    if kind == FUSED and plan.fused_acceptance is not None:
+        return plan.fused_acceptance.expected_tokens_per_verify(k, int(context), temperature)
+    client = _client(runtime, origin)
+    if kind == VERIFY and client is not None and client.acceptance is not None:
+        return client.acceptance.expected_tokens_per_verify(k, int(context), temperature)
+    return 1.0
+
+
+def _solve(runtime: Runtime, plan: ReplicaPlan, kinds: dict[str, _KindLoad]) -> float:
+    """Solve every kind's batch on one replica of ``plan``'s pool; return its utilisation."""
+    scheduler = runtime.settings.scheduler
+    cap = float(min(scheduler.verify.limits.max_batch, scheduler.max_running_requests))
+    k = runtime.settings.k
+    busy = 0.0
+    for kind, load in kinds.items():
+        step = plan.costs.step[kind]
+        context = _context(load)
+        fanout = 1 if kind == DECODE else k
+        for _ in range(_FIXED_POINT_STEPS):
+            load.step_s = step.at(context, load.batch, fanout)[0] if step is not None else math.inf
+            if kind == VERIFY:
+                load.cycle_s = load.device_s + _WAIT_FACTOR * load.step_s
+            else:
+                load.cycle_s = load.step_s
+            decoding = load.rate_per_s * load.output_tokens * load.cycle_s / load.tokens_per_round
+            share = load.step_s / load.cycle_s if kind == VERIFY else 1.0
+            batch = min(cap, max(1.0, decoding * share))
+            if abs(batch - load.batch) < 1e-6:
+                break
+            load.batch = batch
+        rounds_per_s = load.rate_per_s * load.output_tokens / load.tokens_per_round
+        busy += rounds_per_s / load.batch * load.step_s
+        prefill = plan.costs.prefill[kind]
+        if prefill is not None:
+            busy += load.rate_per_s * prefill.at(load.prompt_tokens, 1.0, 1)[0]
+    return busy
+
+
+def _worst_ratio(
+    runtime: Runtime,
+    plan: ReplicaPlan,
+    group: _Group,
+    load: _KindLoad,
+    rho: float,
+    slo: SloTargets,
+) -> float:
+    """The largest of ``rho`` and the group's predicted TTFT, TPOT, TVT over their targets."""
+    client = _client(runtime, group.origin)
+    link = client.links.get(plan.pool) if client is not None else None
+    rtt_s = link.rtt_ms / 1000.0 if link is not None else 0.0
+    prefill = plan.costs.prefill[group.kind]
+    prefill_s = prefill.at(group.prompt_tokens, 1.0, 1)[0] if prefill is not None else 0.0
+    ttft_s = rtt_s + (prefill_s / (1.0 - rho) if rho < 1.0 else math.inf)
+    cycle_s = load.cycle_s + (rtt_s if group.kind == VERIFY else 0.0)
+    tpot_s = cycle_s / load.tokens_per_round
+    ratios = [rho, ttft_s * 1000.0 / slo.ttft_ms, tpot_s * 1000.0 / slo.tpot_ms]
+    if group.kind == VERIFY and slo.tvt_ms is not None:
+        ratios.append(_worst_tvt_s(runtime, plan, load, rtt_s) * 1000.0 / slo.tvt_ms)
+    return max(ratios)
+
+
+def _worst_tvt_s(runtime: Runtime, plan: ReplicaPlan, load: _KindLoad, rtt_s: float) -> float:
+    """A request's largest TVT over its rounds (its TVT is the maximum).
+
+    The worst round arrives just after an iteration of a busy batch started:
+    it waits for that iteration and then runs its own, both at a batch two
+    standard deviations above the mean (Poisson numbers of bundles at the
+    server), capped by the lane's limit.
+    """
+    step = plan.costs.step[VERIFY]
+    if step is None:
+        return math.inf
+    scheduler = runtime.settings.scheduler
+    cap = float(min(scheduler.verify.limits.max_batch, scheduler.max_running_requests))
+    busy = min(cap, load.batch + 2.0 * math.sqrt(load.batch))
+    context = _context(load)
+    return rtt_s + 2.0 * step.at(context, busy, runtime.settings.k)[0]
