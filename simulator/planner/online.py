@@ -24,7 +24,8 @@ due at that instant), the planner:
    each key, from the values nearest the run's at first);
 3. scores each window (:mod:`simulator.planner.objectives`) and applies the
    best by the objectives in order (ties: the earlier candidate):
-   :meth:`Engine.set_replica_count` per pool and :meth:`Engine.set_hybrid`.
+   :meth:`Engine.set_replica_count` (or, with ``draft_replicas``,
+   :meth:`Engine.set_replica_split`) per pool and :meth:`Engine.set_hybrid`.
 
 Windows run in the run's process, one after another.
 """
@@ -42,6 +43,7 @@ from simulator.engine.clock import call_at
 from simulator.engine.core import Engine, InFlight
 from simulator.planner.candidates import (
     Candidate,
+    apply_replicas,
     candidate_keys,
     candidate_runtime,
     enumerate_candidates,
@@ -186,7 +188,7 @@ class OnlinePlanner:
     ) -> WindowScore:
         """Run the candidate's what-if window from ``at_s`` and score it."""
         runtime = engine.runtime
-        counts = replica_counts(candidate, engine.serving_counts())
+        counts = replica_counts(candidate, engine.serving_counts(), engine.role_counts("verify"))
         ready = engine.ready_times(counts, self.spec.model_load_s)
         window_runtime = candidate_runtime(runtime, candidate, counts, ready)
         carried = _remap(in_flight, engine, counts, pools_of(runtime))
@@ -204,6 +206,7 @@ class OnlinePlanner:
 
     def _apply(self, engine: Engine, candidate: Candidate) -> None:
         """Make the run's configuration the candidate's from now on."""
+        apply_replicas(engine, candidate, self.spec.model_load_s)
         for name, value in candidate.values:
             KNOBS[name].apply(engine, value, self.spec.model_load_s)
 
