@@ -657,7 +657,7 @@ CASES: dict[str, Case] = {
         "'speculative'",
         "'none', 'distributed', 'fused', 'hybrid'",
     ),
-    "planner draft replicas": Case(
+    "planner draft replicas outside hybrid": Case(
         _edit(
             _set(
                 "planner",
@@ -667,7 +667,70 @@ CASES: dict[str, Case] = {
         "scenario.yaml",
         "planner.candidates.draft_replicas",
         "[2, 4]",
-        "the key left out: draft devices are the clients' phones and laptops",
+        "the key left out, or speculation.mode: hybrid",
+    ),
+    "planner negative draft replicas": Case(
+        _edit(
+            _set(
+                "planner",
+                {"enabled": True, "model_load_s": 30, "candidates": {"draft_replicas": [-1, 2]}},
+            ),
+            mode="hybrid",
+        ),
+        "scenario.yaml",
+        "planner.candidates.draft_replicas[0]",
+        "-1",
+        ">= 0",
+    ),
+    "planner split without replicas": Case(
+        _edit(
+            _set(
+                "planner",
+                {
+                    "enabled": True,
+                    "model_load_s": 30,
+                    "candidates": {"draft_replicas": [0, 2], "verify_replicas": [0, 2]},
+                },
+            ),
+            mode="hybrid",
+        ),
+        "scenario.yaml",
+        "planner.candidates.draft_replicas",
+        "[0, 2]",
+        "values whose sum with every verify_replicas value is at least 1",
+    ),
+    "planner zero verify replicas without a split": Case(
+        _edit(
+            _set(
+                "planner",
+                {"enabled": True, "model_load_s": 30, "candidates": {"verify_replicas": [0, 2]}},
+            )
+        ),
+        "scenario.yaml",
+        "planner.candidates.verify_replicas",
+        "[0, 2]",
+        "at least 1 each (0 only with draft_replicas)",
+    ),
+    "fused model on a pool that serves none": Case(
+        _edit(_set("hardware_profiles.1.fused_model", "fused-model")),
+        "scenario.yaml",
+        "hardware_profiles[1].fused_model",
+        "fused-model",
+        "null: only a target in mode hybrid, or distributed with spill_fused",
+    ),
+    "fused model on a client class": Case(
+        _edit(_set("hardware_profiles.0.fused_model", "fused-model"), mode="hybrid"),
+        "scenario.yaml",
+        "hardware_profiles[0].fused_model",
+        "fused-model",
+        "null: fused models run on target pools",
+    ),
+    "unknown fused model on a pool": Case(
+        _edit(_set("hardware_profiles.1.fused_model", "nope"), mode="hybrid"),
+        "scenario.yaml",
+        "hardware_profiles[1].fused_model",
+        "nope",
+        "one of fused-model",
     ),
     "planner k candidates": Case(
         _edit(_set("planner", {"enabled": True, "model_load_s": 30, "candidates": {"k": [2, 4]}})),

@@ -57,7 +57,7 @@ from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
 from simulator.engine.request_state import Drafter, RequestRecord, RequestState, to_record
-from simulator.engine.runtime import ReplicaPlan, Runtime
+from simulator.engine.runtime import ROLE_MODES, ReplicaPlan, Runtime
 from simulator.engine.target import DRAINING, LOADING, RETIRED, SERVING, TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Span, Tracer
@@ -314,6 +314,8 @@ class Engine:
             self._new_replica(index, plan) for index, plan in enumerate(runtime.replicas)
         ]
         self._always_available = all(r.always_available for r in self.replicas)
+        self._split = any(r.role != "both" for r in self.replicas)
+        """Whether replicas have draft/verify roles (routing then filters by the request's mode)."""
         self._serving = list(self.replicas)
         """The replicas routing may send new requests to (all, unless a planner changed them)."""
         self._spans: list[list[float]] = [[start_s, math.inf] for _ in self.replicas]
@@ -711,16 +713,16 @@ class Engine:
         if req.origin:
             req.device = int(self.device_rng.integers(self.runtime.clients[req.origin].count))
         candidates = self._candidate_replicas(req)
-        if self._routing_detail:
-            loads = [self._detailed_load(req, r) for r in candidates]
-        else:
-            loads = [ReplicaLoad(r.index, r.outstanding, r.kv.free_mb) for r in candidates]
-        replica = self.replicas[
-            self.router.route(RoutingQuery(req.request_id, req.origin, req.prompt_tokens), loads)
-        ]
+        replica = self._route(req, candidates)
         req.replica = replica.index
         replica.outstanding += 1
         req.mode = self._mode_for(req, replica)
+        if self._split and req.mode not in ROLE_MODES[replica.role]:
+            # A draft/verify split: the request goes to a replica of its mode's role.
+            replica.outstanding -= 1
+            replica = self._route(req, self._serving_mode(candidates, req.mode))
+            req.replica = replica.index
+            replica.outstanding += 1
         self.tracer.event(
             now, "admit", f"request {req.request_id}", f"replica {replica.index} mode {req.mode}"
         )
@@ -740,6 +742,22 @@ class Engine:
         self._at(arrive_s, partial(replica.enqueue_prefill, req, kind))
         if req.drafter is not None:
             req.drafter.admit(req)
+
+    def _route(self, req: RequestState, candidates: list[TargetReplica]) -> TargetReplica:
+        """The replica the routing policy chooses for the request among ``candidates``."""
+        if self._routing_detail:
+            loads = [self._detailed_load(req, r) for r in candidates]
+        else:
+            loads = [ReplicaLoad(r.index, r.outstanding, r.kv.free_mb) for r in candidates]
+        chosen = self.router.route(
+            RoutingQuery(req.request_id, req.origin, req.prompt_tokens), loads
+        )
+        return self.replicas[int(chosen)]
+
+    @staticmethod
+    def _serving_mode(candidates: list[TargetReplica], mode: str) -> list[TargetReplica]:
+        """The candidates whose role takes requests of ``mode`` (all of them when none does)."""
+        return [r for r in candidates if mode in ROLE_MODES[r.role]] or candidates
 
     def _detailed_load(self, req: RequestState, replica: TargetReplica) -> ReplicaLoad:
         """A replica's load with its pool, KV, predicted prefill queue and the origin's link."""
@@ -1043,6 +1061,38 @@ class Engine:
                 call_after(self.env, load_s, partial(self._replica_ready, replica))
         self._serving.sort(key=_replica_index)
 
+    def set_replica_split(self, pool: str, draft: int, verify: int, load_s: float) -> None:
+        """Give ``pool`` ``draft`` draft replicas and ``verify`` verify replicas, from now on.
+
+        The pool is resized to ``draft + verify`` replicas as
+        :meth:`set_replica_count` does; then its active (serving or loading)
+        replicas, by index, take their roles: the first ``verify`` verify
+        bundles, the others draft (serve fused requests). A replica whose role
+        changes keeps the requests it has to completion; only new requests
+        follow its new role.
+        """
+        self.set_replica_count(pool, draft + verify, load_s)
+        for i, replica in enumerate(self.active_replicas(pool)):
+            role = "verify" if i < verify else "draft"
+            if replica.role != role:
+                replica.role = role
+                self.tracer.event(self.env.now, "replica_role", f"replica {replica.index}", role)
+        self._split = True
+
+    def role_counts(self, role: str) -> dict[str, int]:
+        """Active (serving or loading) replicas of each pool with ``role``.
+
+        ``role`` is ``draft`` or ``verify``; a replica of role ``both`` (before
+        any split) counts as ``verify``.
+        """
+        counts = {plan.pool: 0 for plan in self.runtime.replicas}
+        for replica in self.replicas:
+            if replica.state in (SERVING, LOADING) and (
+                replica.role == role or (role == "verify" and replica.role == "both")
+            ):
+                counts[replica.pool] += 1
+        return counts
+
     def _new_replica(self, index: int, plan: ReplicaPlan) -> TargetReplica:
         """A replica of ``plan``: lanes of ``scheduler.lanes`` where it has lane costs."""
         if plan.lane_costs is None:
@@ -1175,6 +1225,8 @@ class Engine:
             )
             if migrate:
                 candidates = self._candidate_replicas(req)
+                if self._split:
+                    candidates = self._serving_mode(candidates, item.mode)
                 replica = min(candidates, key=lambda r: (r.outstanding, r.index))
             else:
                 replica = self.replicas[item.replica]

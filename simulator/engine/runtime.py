@@ -51,6 +51,8 @@ class ReplicaPlan:
         fused_acceptance: Acceptance curve of its fused model (fused and hybrid modes).
         lane_costs: The split draft and verify costs of a lane architecture
             (``None``: the replica of ``scheduler.arbitration``).
+        role: The work new requests bring it (see :data:`ROLE_MODES`): ``both``
+            unless a planner's draft/verify split gave it ``draft`` or ``verify``.
     """
 
     pool: str
@@ -62,6 +64,17 @@ class ReplicaPlan:
     gpus: int
     fused_acceptance: AcceptanceModel | None
     lane_costs: LaneCosts | None = None
+    role: str = "both"
+
+
+ROLE_MODES: Mapping[str, frozenset[str]] = {
+    "both": frozenset({"none", "fused", "distributed"}),
+    "draft": frozenset({"fused"}),
+    "verify": frozenset({"distributed"}),
+}
+"""The request modes a replica of each role is routed (hybrid mode's draft/verify split):
+``draft`` replicas draft on the server (fused requests), ``verify`` replicas verify the
+bundles client devices draft, ``both`` (every replica without a split) serve either."""
 
 
 @dataclass(frozen=True)

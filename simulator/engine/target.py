@@ -146,6 +146,8 @@ class TargetReplica:
         self.state = SERVING
         """Its planner state: :data:`LOADING`, :data:`SERVING`, :data:`DRAINING` or :data:`RETIRED`."""
         self.plan = plan
+        self.role = plan.role
+        """The requests routing sends it: ``both``, ``draft`` (fused) or ``verify`` (bundles)."""
         self.ready_s = -INF
         """When a replica a planner added takes work (``-inf``: from the start)."""
         self.costs = plan.costs

@@ -9,8 +9,8 @@ window takes a simulation.
 
 For every group of recent requests with the same origin, SLO class and kind
 of work (``verify`` for drafts from a client device, ``fused``, or plain
-``decode``), spread over the replicas of the pools its origin reaches in
-proportion to their number:
+``decode``), spread evenly over the replicas of the pools its origin reaches
+whose role serves it (a planner's draft/verify split):
 
 - a round commits ``E`` tokens: ``expected_tokens_per_verify(k, context)``
   of its acceptance curve (1 for plain decoding), with ``k`` the scenario's
@@ -56,11 +56,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.engine.costs import DECODE, FUSED, VERIFY
-from simulator.engine.runtime import ClientPool, ReplicaPlan, Runtime
+from simulator.engine.runtime import ROLE_MODES, ClientPool, ReplicaPlan, Runtime
 from simulator.workload import RequestTable, SloTargets
 
 _FIXED_POINT_STEPS = 40
 """Iterations of the batch-size fixed point (it converges in a handful)."""
+
+_MODE_OF = {VERIFY: "distributed", FUSED: "fused", DECODE: "none"}
+"""The serving mode of each kind of work (what replica roles are defined by)."""
 
 _WAIT_FACTOR = 1.5
 """A verify round spends half an iteration waiting for the running one, then its own."""
@@ -124,33 +127,50 @@ def estimate(
     gpus = sum(plan.gpus for plan in runtime.replicas)
     if gpus == 0 or len(recent) == 0:
         return Estimate(0.0, math.inf)
-    pools: dict[str, list[ReplicaPlan]] = defaultdict(list)
+    kinds_of: dict[tuple[str, str], list[ReplicaPlan]] = defaultdict(list)
     for plan in runtime.replicas:
-        pools[plan.pool].append(plan)
-    loads: dict[str, dict[str, _KindLoad]] = {pool: {} for pool in pools}
-    placed: list[tuple[_Group, dict[str, float]]] = []
+        kinds_of[(plan.pool, plan.role)].append(plan)
+    loads: dict[tuple[str, str], dict[str, _KindLoad]] = {key: {} for key in kinds_of}
+    placed: list[tuple[_Group, dict[tuple[str, str], float]]] = []
     for group in _groups(runtime, recent, window_s, fused_share):
-        reach = _reached(runtime, group.origin, pools)
-        total = sum(len(pools[p]) for p in reach)
-        shares = {p: len(pools[p]) / total for p in reach}
+        shares = _spread(runtime, group, kinds_of)
         placed.append((group, shares))
-        for pool, share in shares.items():
-            per_replica = group.rate_per_s * share / len(pools[pool])
-            _add(loads[pool], group, per_replica, runtime, pools[pool][0])
-    rho: dict[str, float] = {}
-    for pool, kinds in loads.items():
-        rho[pool] = _solve(runtime, pools[pool][0], kinds)
+        for key, share in shares.items():
+            per_replica = group.rate_per_s * share / len(kinds_of[key])
+            _add(loads[key], group, per_replica, runtime, kinds_of[key][0])
+    rho = {key: _solve(runtime, kinds_of[key][0], kinds) for key, kinds in loads.items()}
     good_per_s = 0.0
     worst = 0.0
     for group, shares in placed:
         slo = recent.slo_of(group.slo_class)
-        for pool, share in shares.items():
-            load = loads[pool][group.kind]
-            ratio = _worst_ratio(runtime, pools[pool][0], group, load, rho[pool], slo)
+        for key, share in shares.items():
+            load = loads[key][group.kind]
+            ratio = _worst_ratio(runtime, kinds_of[key][0], group, load, rho[key], slo)
             worst = max(worst, ratio)
             if ratio < 1.0:
                 good_per_s += group.rate_per_s * share
     return Estimate(good_per_s / gpus, worst)
+
+
+def _spread(
+    runtime: Runtime, group: _Group, kinds_of: dict[tuple[str, str], list[ReplicaPlan]]
+) -> dict[tuple[str, str], float]:
+    """The share of a group's requests each kind of replica (pool, role) gets.
+
+    Its requests go to the pools its origin reaches (every pool when it links
+    to none) and there to the replicas whose role serves its mode (any of
+    them when none does, as the router does), evenly per replica.
+    """
+    pools = {pool for pool, _role in kinds_of}
+    reach: set[str] = set(pools)
+    if group.origin:
+        linked = {p for p in runtime.clients[group.origin].links if p in pools}
+        reach = linked or reach
+    mode = _MODE_OF[group.kind]
+    keys = [k for k in kinds_of if k[0] in reach and mode in ROLE_MODES[k[1]]]
+    keys = keys or [k for k in kinds_of if k[0] in reach]
+    total = sum(len(kinds_of[k]) for k in keys)
+    return {k: len(kinds_of[k]) / total for k in keys}
 
 
 def _groups(
@@ -178,15 +198,6 @@ def _groups(
             if share > 0:
                 out.append(_Group(origin, slo_class, kind, rate * share, prompt, output))
     return out
-
-
-def _reached(runtime: Runtime, origin: str, pools: dict[str, list[ReplicaPlan]]) -> list[str]:
-    """The pools requests of ``origin`` may go to (every pool when it links to none)."""
-    if origin:
-        linked = [p for p in runtime.clients[origin].links if p in pools]
-        if linked:
-            return linked
-    return list(pools)
 
 
 def _add(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from simulator.devices.model import Availability, AvailabilityWindow
+from simulator.engine.core import Engine
 from simulator.engine.runtime import ReplicaPlan, Runtime
 from simulator.planner.knobs import KNOBS, Value
 
@@ -90,12 +91,44 @@ def pools_of(runtime: Runtime) -> list[str]:
     return list(dict.fromkeys(plan.pool for plan in runtime.replicas))
 
 
-def replica_counts(candidate: Candidate, current: Mapping[str, int]) -> dict[str, int]:
-    """Serving replicas of each pool under ``candidate`` (``current``: today's)."""
+def replica_counts(
+    candidate: Candidate, current: Mapping[str, int], verifying: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Replicas of each pool under ``candidate`` (``current``: today's).
+
+    With a ``draft_replicas`` value ``d`` a pool has ``d`` draft replicas
+    and ``v`` verify replicas: ``v`` from ``verify_replicas``, or the pool's
+    verify replicas now (``verifying``; all its replicas before any split).
+    """
     replicas = candidate.get("verify_replicas")
-    if replicas is None:
-        return dict(current)
-    return dict.fromkeys(current, int(replicas))
+    draft = candidate.get("draft_replicas")
+    if draft is None:
+        if replicas is None:
+            return dict(current)
+        return dict.fromkeys(current, int(replicas))
+    verify = verifying if verifying is not None else current
+    return {
+        pool: int(draft) + (int(replicas) if replicas is not None else verify[pool])
+        for pool in current
+    }
+
+
+def apply_replicas(engine: Engine, candidate: Candidate, load_s: float) -> None:
+    """Give the running engine the candidate's replicas, from now on.
+
+    Its ``verify_replicas`` and ``draft_replicas`` keys act together (see
+    :func:`replica_counts`); new replicas load for ``load_s``.
+    """
+    replicas = candidate.get("verify_replicas")
+    draft = candidate.get("draft_replicas")
+    if draft is None:
+        if replicas is not None:
+            for pool in engine.serving_counts():
+                engine.set_replica_count(pool, int(replicas), load_s)
+        return
+    for pool, verifying in engine.role_counts("verify").items():
+        verify = int(replicas) if replicas is not None else verifying
+        engine.set_replica_split(pool, int(draft), verify, load_s)
 
 
 def candidate_runtime(
@@ -107,7 +140,9 @@ def candidate_runtime(
     """The runtime a what-if window of ``candidate`` runs with.
 
     Each pool has ``counts[pool]`` replicas (its first plan repeated, pools
-    in scenario order). Replica ``i`` of a pool takes work from
+    in scenario order). With a ``draft_replicas`` value ``d``, the last
+    ``d`` replicas of each pool draft and the others verify (the roles
+    :meth:`Engine.set_replica_split` gives). Replica ``i`` of a pool takes work from
     ``ready_s[pool][i]`` when that is given (a replica loading its model);
     a pool with availability windows of its own keeps them instead. Every
     other key of the candidate sets its knob's part of the runtime.
@@ -122,9 +157,14 @@ def candidate_runtime(
     for plan in runtime.replicas:
         first.setdefault(plan.pool, plan)
     replicas: list[ReplicaPlan] = []
-    for pool, plan in first.items():
+    draft = candidate.get("draft_replicas")
+    for pool, first_plan in first.items():
         ready = ready_s.get(pool, ())
         for i in range(counts[pool]):
+            plan = first_plan
+            if draft is not None:
+                role = "verify" if i < counts[pool] - int(draft) else "draft"
+                plan = replace(plan, role=role)
             at_s = ready[i] if i < len(ready) else -math.inf
             if math.isfinite(at_s) and plan.availability.kind == "always":
                 window = AvailabilityWindow(at_s, _NEVER_S)

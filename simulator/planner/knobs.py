@@ -6,11 +6,14 @@ and how to make the running engine take a value from now on. Knobs are
 found by name in :data:`KNOBS`, in the order candidates enumerate them
 (the first varies slowest).
 
-``verify_replicas`` (the number of serving replicas of every target pool)
-is the one knob that changes the set of replicas: its window runtime and
-its application go through :func:`simulator.planner.candidates.candidate_runtime`
-and :meth:`Engine.set_replica_count`, which also handle model loading and
-draining, so its knob only reads the run's value.
+``verify_replicas`` (the number of serving replicas of every target pool,
+or of its verify replicas under a split) and ``draft_replicas`` (hybrid
+mode: the draft replicas of every target pool) are the knobs that change
+the set of replicas. They act together, so their window runtime and their
+application go through :func:`simulator.planner.candidates.candidate_runtime`
+and :func:`simulator.planner.candidates.apply_replicas`
+(:meth:`Engine.set_replica_count`, :meth:`Engine.set_replica_split`, which
+also handle model loading and draining); their knobs only read the run's value.
 """
 
 from __future__ import annotations
@@ -45,23 +48,38 @@ class Knob(Protocol):
         ...
 
 
+class DraftReplicas:
+    """``draft_replicas``: draft replicas of every target pool (hybrid mode; see the module docstring)."""
+
+    name: ClassVar[str] = "draft_replicas"
+
+    def current(self, engine: Engine) -> Value:
+        """The first pool's draft replicas (0 before any split)."""
+        return float(next(iter(engine.role_counts("draft").values())))
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """Unchanged here: the replica set and roles are built by ``candidate_runtime``."""
+        return runtime
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Nothing here: ``apply_replicas`` applies it with ``verify_replicas``."""
+
+
 class VerifyReplicas:
-    """``verify_replicas``: serving replicas of every target pool (counted by the planner)."""
+    """``verify_replicas``: serving (under a split: verify) replicas of every target pool."""
 
     name: ClassVar[str] = "verify_replicas"
 
     def current(self, engine: Engine) -> Value:
-        """The first pool's serving replicas."""
-        return float(next(iter(engine.serving_counts().values())))
+        """The first pool's verify replicas (all its replicas before any split)."""
+        return float(next(iter(engine.role_counts("verify").values())))
 
     def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
         """Unchanged here: the replica set is built by ``candidate_runtime``."""
         return runtime
 
     def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
-        """Resize every pool (new replicas load for ``model_load_s``, removed ones drain)."""
-        for pool in engine.serving_counts():
-            engine.set_replica_count(pool, int(value), model_load_s)
+        """Nothing here: ``apply_replicas`` applies it with ``draft_replicas``."""
 
 
 class FusedFraction:
@@ -90,5 +108,7 @@ def fused_fraction_choice(fraction: float) -> PolicyChoice:
     return PolicyChoice("hybrid_mode", "fused_fraction", FusedFractionParams(float(fraction)))
 
 
-KNOBS: dict[str, Knob] = {knob.name: knob for knob in (VerifyReplicas(), FusedFraction())}
+KNOBS: dict[str, Knob] = {
+    knob.name: knob for knob in (DraftReplicas(), VerifyReplicas(), FusedFraction())
+}
 """Every knob by candidate key, in enumeration order."""

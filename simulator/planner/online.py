@@ -24,7 +24,8 @@ due at that instant), the planner:
    each key, from the values nearest the run's at first);
 3. scores each window (:mod:`simulator.planner.objectives`) and applies the
    best by the objectives in order (ties: the earlier candidate) through
-   the candidate keys' knobs (:mod:`simulator.planner.knobs`).
+   the candidate keys' knobs (:mod:`simulator.planner.knobs`; the replica
+   counts through :func:`~simulator.planner.candidates.apply_replicas`).
 
 With ``analytic_keep: M`` only the ``M`` candidates that the analytic
 estimate (:mod:`simulator.planner.analytic`) ranks best get a window. Windows
@@ -47,6 +48,7 @@ from simulator.engine.core import Engine, InFlight
 from simulator.planner.analytic import Estimate, estimate
 from simulator.planner.candidates import (
     Candidate,
+    apply_replicas,
     candidate_keys,
     candidate_runtime,
     enumerate_candidates,
@@ -221,7 +223,7 @@ class OnlinePlanner:
     ) -> WindowTask:
         """The candidate's what-if window from ``at_s`` (index and seed set when it runs)."""
         runtime = engine.runtime
-        counts = replica_counts(candidate, engine.serving_counts())
+        counts = replica_counts(candidate, engine.serving_counts(), engine.role_counts("verify"))
         ready = engine.ready_times(counts, self.spec.model_load_s)
         return WindowTask(
             index=-1,
@@ -241,6 +243,7 @@ class OnlinePlanner:
 
     def _apply(self, engine: Engine, candidate: Candidate) -> None:
         """Make the run's configuration the candidate's from now on."""
+        apply_replicas(engine, candidate, self.spec.model_load_s)
         for name, value in candidate.values:
             KNOBS[name].apply(engine, value, self.spec.model_load_s)
 

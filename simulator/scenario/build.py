@@ -497,6 +497,13 @@ class _Builder:
                         f"null: mode {mode!r} runs no model on client devices",
                         "model on a client class that does not draft",
                     )
+                if entry["fused_model"] is not None:
+                    self.issue(
+                        f"{key}.fused_model",
+                        entry["fused_model"],
+                        "null: fused models run on target pools",
+                        "fused model on a client class",
+                    )
                 tp = pp = 1
             elif isinstance(entry["model"], list):
                 self.issue(
@@ -513,6 +520,20 @@ class _Builder:
                     model = self.pick_model(f"{key}.model", entry["model"], "verifier", models)
                 elif entry["model"] is not None and mode == "fused":
                     fused = self.pick_model(f"{key}.model", entry["model"], "fused", models)
+                if entry["fused_model"] is not None:
+                    if "fused" in needed and mode != "fused":
+                        fused = self.pick_model(
+                            f"{key}.fused_model", entry["fused_model"], "fused", models
+                        )
+                    else:
+                        self.issue(
+                            f"{key}.fused_model",
+                            entry["fused_model"],
+                            "null: only a target in mode hybrid, or distributed with "
+                            "spill_fused, serves a fused model besides its verifier"
+                            + (" (in mode fused, model names it)" if mode == "fused" else ""),
+                            "fused model that nothing would use",
+                        )
                 if "fused" in needed and fused is None:
                     fused = self.pick_model(f"{key}.model", None, "fused", models)
                 tp = profile.compute.tensor_parallel
@@ -1110,12 +1131,10 @@ class _Builder:
             self.issue(
                 "planner.candidates",
                 candidates,
-                "at least one of verify_replicas, fused_fraction",
+                "at least one of draft_replicas, verify_replicas, fused_fraction",
                 "no candidate to choose from",
             )
         refused = {
-            "draft_replicas": "draft devices are the clients' phones and laptops, whose number "
-            "the serving side does not choose (there is no server-side drafter pool to size)",
             "k": "the online planner does not set the draft length in this version "
             "(it is the k controller's)",
             "max_batch": "the online planner does not set batch limits in this version",
@@ -1129,6 +1148,7 @@ class _Builder:
                     "candidate the online planner cannot apply",
                 )
         spec = self.doc["speculation"]
+        self._check_replica_candidates(candidates, spec["mode"])
         if "fused_fraction" in candidates and (
             spec["mode"] != "hybrid" or spec["hybrid"]["policy"] != "fused_fraction"
         ):
@@ -1158,6 +1178,35 @@ class _Builder:
                 "false with workload.closed_loop (what-if windows replay recent arrival times, "
                 "which closed-loop users do not have)",
                 "planner with a closed-loop workload",
+            )
+
+    def _check_replica_candidates(self, candidates: Mapping[str, Any], mode: str) -> None:
+        """Refuse draft replicas outside hybrid mode and a candidate without any replica."""
+        draft = candidates.get("draft_replicas")
+        verify = candidates.get("verify_replicas")
+        if draft is not None and mode != "hybrid":
+            self.issue(
+                "planner.candidates.draft_replicas",
+                draft,
+                "the key left out, or speculation.mode: hybrid (draft replicas serve the "
+                "requests the hybrid policy sends fused; in other modes the drafts run on "
+                "the clients' devices or on every replica)",
+                f"no server-side drafting to size in mode {mode!r}",
+            )
+        if verify is not None and 0 in verify and draft is None:
+            self.issue(
+                "planner.candidates.verify_replicas",
+                verify,
+                "at least 1 each (0 only with draft_replicas)",
+                "a candidate with no replica",
+            )
+        if draft is not None and 0 in draft and verify is not None and 0 in verify:
+            self.issue(
+                "planner.candidates.draft_replicas",
+                draft,
+                "values whose sum with every verify_replicas value is at least 1 "
+                "(0 in both lists makes a pool without replicas)",
+                "a candidate (draft_replicas 0, verify_replicas 0) with no replica",
             )
 
     def metrics(self) -> MetricsSpec:
