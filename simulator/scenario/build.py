@@ -839,9 +839,19 @@ class _Builder:
                 "every draft class runs one drafter model (list several under "
                 "hardware_profiles[].model for a policy to choose among)",
             )
-        return self.policy(
+        choice = self.policy(
             "draft_selection", raw["policy"], raw["params"], "scheduler.draft.model_selection"
         )
+        model = getattr(choice.params, "model", None)
+        listed = self.multi_model_drafters()
+        if raw["policy"] == "fixed" and model is not None and listed and model not in listed:
+            self.issue(
+                "scheduler.draft.model_selection.params.model",
+                model,
+                "a drafter model listed by a draft class with several models: " + ", ".join(listed),
+                "model no draft class chooses among",
+            )
+        return choice
 
     def lanes(self, classes: list[DeviceClass], luts: dict[Path, LutTable | None]) -> LanesSpec:
         """``scheduler.lanes``: refuse settings the architecture does not use; load its LUTs."""
@@ -1138,6 +1148,23 @@ class _Builder:
                 "which closed-loop users do not have)",
                 "planner with a closed-loop workload",
             )
+
+    def multi_model_drafters(self) -> list[str]:
+        """Drafter models listed by draft classes with several models, in listed order.
+
+        None in a mode where no device drafts.
+        """
+        if "drafter" not in PHASES_BY_MODE[self.doc["speculation"]["mode"]]:
+            return []
+        names: dict[str, None] = {}
+        for entry in self.doc["hardware_profiles"]:
+            if (
+                entry["type"] == "draft"
+                and isinstance(entry["model"], list)
+                and len(entry["model"]) > 1
+            ):
+                names.update(dict.fromkeys(entry["model"]))
+        return list(names)
 
     def metrics(self) -> MetricsSpec:
         raw = self.doc["metrics"]
