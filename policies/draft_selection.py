@@ -122,7 +122,8 @@ class FixedParams:
 class Fixed:
     """The named model wherever the request's device may run it; otherwise the first candidate.
 
-    Configuration, not a heuristic: the model to use is the scenario's. A class that does not list
+    Configuration, not a heuristic: the model to use is the scenario's (or
+    the online planner's ``draft_model`` choice). A class that does not list
     the model, or a request its LUTs or KV budget rule it out for, drafts
     with the first candidate, as ``first`` would.
     """
