@@ -105,3 +105,51 @@ class AcceptanceSpeed:
             if score > best_score:
                 best, best_score = index, score
         return best
+
+
+@dataclass(frozen=True)
+class FixedParams:
+    """Parameters of :class:`Fixed`.
+
+    Attributes:
+        model: The drafter model's scenario name (``speculation.drafter_models[].name``).
+    """
+
+    model: str
+
+
+@DRAFT_SELECTION.register
+class Fixed:
+    """The named model wherever the request's device may run it; otherwise the first candidate.
+
+    Configuration, not a heuristic: the model to use is the scenario's (or
+    the online planner's ``draft_model`` choice). A class that does not list
+    the model, or a request its LUTs or KV budget rule it out for, drafts
+    with the first candidate, as ``first`` would.
+    """
+
+    name: ClassVar[str] = "fixed"
+    Params: ClassVar[type[FixedParams]] = FixedParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["model"],
+        "properties": {
+            "model": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The drafter model to use (a speculation.drafter_models name "
+                "listed by a draft class with several models).",
+            }
+        },
+    }
+
+    def __init__(self, params: FixedParams) -> None:
+        self.params = params
+
+    def choose(self, query: DraftModelQuery) -> int:
+        """Return the index of the candidate named ``model`` (0 without one)."""
+        for index, candidate in enumerate(query.candidates):
+            if candidate.name == self.params.model:
+                return index
+        return 0

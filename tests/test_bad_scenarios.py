@@ -494,6 +494,39 @@ CASES: dict[str, Case] = {
         "9",
         "<= 8, the largest fanout_k of LUT target.csv for phase=verify",
     ),
+    "planner batch limit beyond the LUT's grid": Case(
+        _lut_reach(
+            _target_grid(batches=(1, 2)),
+            lambda d: (
+                _set("scheduler.verify.batching.max_batch", 2)(d),
+                _set(
+                    "planner",
+                    {"enabled": True, "model_load_s": 0, "candidates": {"max_batch": [1, 4]}},
+                )(d),
+            ),
+        ),
+        "scenario.yaml",
+        "planner.candidates.max_batch",
+        "4",
+        "<= 2, the largest microbatch of LUT target.csv for phase=verify",
+    ),
+    "planner k beyond the LUT's fanout grid": Case(
+        _lut_reach(
+            lambda _tmp_path: None,
+            lambda d: (
+                _long_drafts(d),
+                _set("speculation.k", 4)(d),
+                _set(
+                    "planner",
+                    {"enabled": True, "model_load_s": 0, "candidates": {"k": [2, 9]}},
+                )(d),
+            ),
+        ),
+        "scenario.yaml",
+        "planner.candidates.k",
+        "9",
+        "<= 8, the largest fanout_k of LUT target.csv for phase=verify",
+    ),
     "availability window beyond its period": Case(
         _edit(
             _set(
@@ -732,12 +765,78 @@ CASES: dict[str, Case] = {
         "nope",
         "one of fused-model",
     ),
-    "planner k candidates": Case(
-        _edit(_set("planner", {"enabled": True, "model_load_s": 30, "candidates": {"k": [2, 4]}})),
+    "planner k candidates outside k_max": Case(
+        _edit(_set("planner", {"enabled": True, "model_load_s": 30, "candidates": {"k": [2, 12]}})),
         "scenario.yaml",
         "planner.candidates.k",
-        "[2, 4]",
-        "the key left out: the online planner does not set the draft length",
+        "[2, 12]",
+        "draft lengths between 1 and speculation.adaptive_k.k_max (8)",
+    ),
+    "planner k candidates in mode none": Case(
+        _edit(
+            _set("planner", {"enabled": True, "model_load_s": 30, "candidates": {"k": [1, 3]}}),
+            mode="none",
+        ),
+        "scenario.yaml",
+        "planner.candidates.k",
+        "[1, 3]",
+        "the key left out in mode 'none'",
+    ),
+    "planner k and k controller candidates": Case(
+        _edit(
+            _set(
+                "planner",
+                {
+                    "enabled": True,
+                    "model_load_s": 30,
+                    "candidates": {"k": [2], "k_controller": ["static", "pid"]},
+                },
+            )
+        ),
+        "scenario.yaml",
+        "planner.candidates.k_controller",
+        "['static', 'pid']",
+        "k or k_controller, not both",
+    ),
+    "planner unknown k controller": Case(
+        _edit(
+            _set(
+                "planner",
+                {"enabled": True, "model_load_s": 30, "candidates": {"k_controller": ["magic"]}},
+            )
+        ),
+        "scenario.yaml",
+        "planner.candidates.k_controller",
+        "['magic']",
+        "registered k controllers: ",
+    ),
+    "planner draft model with one drafter per class": Case(
+        _edit(
+            _set(
+                "planner",
+                {"enabled": True, "model_load_s": 30, "candidates": {"draft_model": ["x"]}},
+            )
+        ),
+        "scenario.yaml",
+        "planner.candidates.draft_model",
+        "['x']",
+        "a draft class lists several models under hardware_profiles[].model",
+    ),
+    "planner microbatch candidates with a lane architecture": Case(
+        _edit(
+            lambda d: (
+                _set(
+                    "planner",
+                    {"enabled": True, "model_load_s": 30, "candidates": {"max_microbatch": [4]}},
+                )(d),
+                _set("scheduler.lanes.architecture", "pdv")(d),
+            ),
+            mode="fused",
+        ),
+        "scenario.yaml",
+        "planner.candidates.max_microbatch",
+        "[4]",
+        "the key left out with scheduler.lanes.architecture pdv",
     ),
     "planner fused fraction outside hybrid": Case(
         _edit(

@@ -22,6 +22,8 @@ from policies.draft_selection import (
     AcceptanceSpeedParams,
     First,
     FirstParams,
+    Fixed,
+    FixedParams,
     tokens_per_second,
 )
 from policies.views import DraftCandidate, DraftModelQuery
@@ -324,3 +326,34 @@ def test_first_skips_a_model_that_cannot_serve_the_request(tmp_path):
     alone = run(load_scenario(_write(tmp_path, document, "alone.yaml")))
     assert set(alone.requests["reason"]) == {"context_window"}
     assert set(alone.requests["draft_model"]) == {"llama-68m"}
+
+
+def test_fixed_takes_the_named_model_or_else_the_first():
+    query = _query(0.030)
+    assert Fixed(FixedParams("slow")).choose(query) == 1
+    assert Fixed(FixedParams("fast")).choose(query) == 0
+    assert Fixed(FixedParams("absent")).choose(query) == 0
+
+
+def test_a_fixed_model_drafts_every_request_that_can_run_it(tmp_path):
+    document = _document()
+    document["scheduler"] = {
+        "draft": {"model_selection": {"policy": "fixed", "params": {"model": "llama-68m"}}}
+    }
+    result = run(load_scenario(_write(tmp_path, document)))
+    assert set(result.requests["draft_model"]) == {"llama-68m"}  # not the first listed
+
+
+def test_a_fixed_model_no_class_chooses_among_is_refused(tmp_path):
+    document = _document()
+    document["scheduler"] = {
+        "draft": {"model_selection": {"policy": "fixed", "params": {"model": "llama-3b"}}}
+    }
+    lines = _messages(_write(tmp_path, document))
+    assert any(
+        "scheduler.draft.model_selection.params.model" in line
+        and "'llama-3b'" in line
+        and "a drafter model listed by a draft class with several models: tinyllama, llama-68m"
+        in line
+        for line in lines
+    ), lines

@@ -80,7 +80,7 @@ def test_the_engine_never_looks_at_the_scenario():
     source = (PACKAGE / "engine" / "core.py").read_text(encoding="utf-8")
     assert "Scenario" not in source
     assert "self.scenario" not in source
-    assert "simulator.scenario.model import Link, PolicyChoice" in source  # value types only
+    assert "simulator.scenario.model import LaneSpec, Link, PolicyChoice" in source  # value types
 
 
 def test_a_candidate_configuration_runs_from_edited_runtime_objects(tmp_path):

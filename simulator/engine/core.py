@@ -63,7 +63,7 @@ from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Span, Tracer
 from simulator.engine.usage import ClassUsage, class_usage
 from simulator.rng import BufferedDraws, RandomStreams
-from simulator.scenario.model import Link, PolicyChoice
+from simulator.scenario.model import LaneSpec, Link, PolicyChoice
 from simulator.workload import RequestTable
 
 LANE_OF_MODE = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}
@@ -206,6 +206,18 @@ def _instantiate(choice: PolicyChoice, *args: Any, streams: RandomStreams | None
     return cls(*args, choice.params)
 
 
+def _decode_lanes(lane: LaneSpec) -> dict[str, Any]:
+    """The decode lane's batching policies: ``verify`` and ``continuous``.
+
+    ``continuous`` takes work that is ready again at the end of its own
+    iteration (it never waits for a batch).
+    """
+    return {
+        "verify": _instantiate(lane.policy, lane.limits),
+        "continuous": _instantiate(lane.policy, replace(lane.limits, max_wait_ms=0.0)),
+    }
+
+
 class Engine:
     """One simulation run (or what-if window) of a resolved scenario over a request table.
 
@@ -255,11 +267,7 @@ class Engine:
             lanes={
                 "prefill": _instantiate(sched.prefill.policy, sched.prefill.limits),
                 "draft": _instantiate(sched.draft.policy, sched.draft.limits),
-                "verify": _instantiate(sched.verify.policy, sched.verify.limits),
-                # Requests ready again at the end of their own iteration never wait for a batch.
-                "continuous": _instantiate(
-                    sched.verify.policy, replace(sched.verify.limits, max_wait_ms=0.0)
-                ),
+                **_decode_lanes(sched.verify),
             },
             arbiter=_instantiate(sched.arbitration),
             microbatcher=Microbatcher(micro, sched.verify.limits.max_batch),
@@ -310,6 +318,8 @@ class Engine:
         )
         """Chooses each distributed request's drafter model (``None``: one model per class)."""
         self._lanes = sched.lanes
+        self.decode_lane = sched.verify
+        """The decode (verify) lane's policy, limits and microbatching (a planner may change it)."""
         self.replicas = [
             self._new_replica(index, plan) for index, plan in enumerate(runtime.replicas)
         ]
@@ -1126,6 +1136,48 @@ class Engine:
         """Route the next hybrid requests with the policy ``choice`` (hybrid mode)."""
         self.hybrid = _instantiate(choice)
         self.hybrid_choice = choice
+
+    def set_k_control(self, choice: PolicyChoice, k: int) -> None:
+        """Choose the draft length of rounds chosen from now on with ``choice``.
+
+        ``k`` is the draft length of a request's first round (and the
+        controller's starting k). Rounds under way keep their k. A controller
+        reading windowed signals gets fresh per-replica windows of its size
+        (a replica keeps its window when the size is unchanged).
+        """
+        controller = _instantiate(choice, k)
+        window = int(getattr(controller, "signal_window", 0))
+        self.k_controller = controller
+        self._k_default = k
+        self._windowed = window > 0
+        self._predicts = self._windowed and bool(getattr(controller, "predicts_iteration", False))
+        self.context = replace(self.context, signal_window=window)
+        for replica in self.replicas:
+            replica.set_signal_window(window)
+
+    def set_decode_lane(self, lane: LaneSpec) -> None:
+        """Form decode-lane (verify) iterations with ``lane``'s policy, limits and microbatching.
+
+        Applies on every replica to iterations formed from now on: a fused
+        run of unchanged decode iterations is cut at its next boundary (as a
+        waiting prompt cuts it), so the next iteration is formed anew. The
+        lane in use already changes nothing.
+        """
+        if lane == self.decode_lane:
+            return
+        self.decode_lane = lane
+        lanes = _decode_lanes(lane)
+        assert lane.microbatch is not None  # the verify lane always has microbatch settings
+        microbatcher = Microbatcher(lane.microbatch, lane.limits.max_batch)
+        self.context = replace(
+            self.context, lanes={**self.context.lanes, **lanes}, microbatcher=microbatcher
+        )
+        for replica in self.replicas:
+            replica.set_decode_lane(lanes["verify"], lanes["continuous"], microbatcher)
+
+    def set_draft_selection(self, choice: PolicyChoice) -> None:
+        """Choose the drafter model of requests admitted from now on with ``choice``."""
+        self.draft_selector = _instantiate(choice)
 
     def active_replicas(self, pool: str) -> list[TargetReplica]:
         """The serving or loading replicas of ``pool``, by index."""

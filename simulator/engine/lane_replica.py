@@ -47,6 +47,7 @@ from policies.views import QueuedItem
 from simulator.engine.costs import FUSED
 from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, Segment, SharedGpu
 from simulator.engine.lifecycle import ServerContext
+from simulator.engine.microbatch import Microbatcher
 from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ReplicaPlan
 from simulator.engine.target import TargetReplica
@@ -85,6 +86,11 @@ class LaneReplica(TargetReplica):
         """``pdv_unified``: requests of the current pass still to run their round."""
         self._admitted = False
         """``pdv_unified``: the current pass has admitted its prompt."""
+
+    def set_decode_lane(self, verify: Any, continuous: Any, microbatcher: Microbatcher) -> None:
+        """The lane policy and its ``max_batch`` of the iterations formed from now on."""
+        self.batch_limit = continuous.limits.max_batch
+        super().set_decode_lane(verify, continuous, microbatcher)
 
     # -- what the engine and the k controller read -------------------------
     def waiting(self, kind: str) -> int:

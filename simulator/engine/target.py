@@ -70,6 +70,7 @@ from simulator.engine.costs import DECODE, FUSED, VERIFY, PhaseCost
 from simulator.engine.heat import Heat
 from simulator.engine.kv import KvPool
 from simulator.engine.lifecycle import ServerContext
+from simulator.engine.microbatch import Microbatcher
 from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ReplicaPlan
 from simulator.engine.signals import ReplicaWindow
@@ -266,6 +267,29 @@ class TargetReplica:
             len(self.decode_q[VERIFY]),
             len(self.decode_q[FUSED]),
         )
+
+    # -- configuration changes (planner) -------------------------------------
+    def set_decode_lane(self, verify: Any, continuous: Any, microbatcher: Microbatcher) -> None:
+        """Form decode-lane iterations from now on with these batching policies and microbatcher.
+
+        A fused decode run is cut at its next boundary and an idle replica
+        decides again now, so the next iteration follows the new limits.
+        """
+        self._step_lane = verify
+        self._continuous_lane = continuous
+        self._guard_kv = bool(getattr(verify, "reads_kv", False))
+        self.microbatcher = microbatcher
+        if self._run is not None:
+            self._cut_run()
+        if not self._busy:
+            self._decide_at(self.env.now)
+
+    def set_signal_window(self, size: int) -> None:
+        """Keep the last ``size`` iterations and rounds for the k controller (0: none)."""
+        if size <= 0:
+            self.window = None
+        elif self.window is None or self.window.size != size:
+            self.window = ReplicaWindow(size)
 
     # -- scheduling ----------------------------------------------------------
     def _take_arrived(self, now_s: float) -> None:

@@ -42,7 +42,17 @@ class Candidate:
     @property
     def key(self) -> str:
         """A compact ``key=value`` text naming it (the planner log's ``candidate``)."""
-        return " ".join(f"{name}={value:g}" for name, value in self.values)
+        return " ".join(f"{name}={_text(value)}" for name, value in self.values)
+
+
+def _text(value: Value) -> str:
+    """A number compactly (``4``, ``0.25``), a name as it is."""
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def _value(value: Value) -> Value:
+    """A listed value as candidates hold it: numbers as floats, names as they are."""
+    return value if isinstance(value, str) else float(value)
 
 
 def candidate_keys(values: Mapping[str, Sequence[Value]]) -> list[str]:
@@ -55,7 +65,7 @@ def enumerate_candidates(values: Mapping[str, Sequence[Value]]) -> list[Candidat
     keys = candidate_keys(values)
     out: list[Candidate] = []
     for combo in itertools.product(*(values[k] for k in keys)):
-        candidate = Candidate(tuple(zip(keys, (float(v) for v in combo), strict=True)))
+        candidate = Candidate(tuple(zip(keys, (_value(v) for v in combo), strict=True)))
         if candidate not in out:
             out.append(candidate)
     return out
@@ -63,7 +73,7 @@ def enumerate_candidates(values: Mapping[str, Sequence[Value]]) -> list[Candidat
 
 def make_candidate(values: Mapping[str, Sequence[Value]], position: Mapping[str, int]) -> Candidate:
     """The candidate at ``position`` (an index into each key's list of values)."""
-    return Candidate(tuple((k, float(values[k][position[k]])) for k in KNOBS if k in position))
+    return Candidate(tuple((k, _value(values[k][position[k]])) for k in KNOBS if k in position))
 
 
 def neighbours(
@@ -82,8 +92,16 @@ def neighbours(
 
 
 def nearest_index(options: Sequence[Value], value: Value) -> int:
-    """Index of the option nearest ``value`` (ties: the earlier)."""
-    return min(range(len(options)), key=lambda i: (abs(options[i] - value), i))
+    """Index of the option nearest ``value`` (ties: the earlier).
+
+    Names: the index of the equal name (none equal: 0, the first listed).
+    """
+    if isinstance(value, str):
+        return next((i for i, option in enumerate(options) if option == value), 0)
+    return min(
+        range(len(options)),
+        key=lambda i: (abs(float(options[i]) - value), i),
+    )
 
 
 def pools_of(runtime: Runtime) -> list[str]:

@@ -14,6 +14,13 @@ application go through :func:`simulator.planner.candidates.candidate_runtime`
 and :func:`simulator.planner.candidates.apply_replicas`
 (:meth:`Engine.set_replica_count`, :meth:`Engine.set_replica_split`, which
 also handle model loading and draining); their knobs only read the run's value.
+
+The speculation and batching knobs (``k``, ``k_controller``, ``max_batch``,
+``max_microbatch``, ``draft_model``) set what the scenario's
+``speculation`` and ``scheduler`` keys set. A window of a value runs with it
+from the window's start; the running engine takes it for what it decides
+from then on (rounds whose k is chosen, iterations formed, requests
+admitted), never for work already under way.
 """
 
 from __future__ import annotations
@@ -21,13 +28,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar, Protocol
 
+from policies import registry
+from policies.batching import BatchLimits, NoParams
+from policies.draft_selection import FixedParams
 from policies.hybrid import FusedFractionParams
 from simulator.engine.core import Engine
-from simulator.engine.runtime import Runtime
-from simulator.scenario.model import PolicyChoice
+from simulator.engine.runtime import RunSettings, Runtime
+from simulator.scenario.model import LaneSpec, PolicyChoice
 
-Value = float
-"""A candidate value (replica counts and draft lengths are whole numbers)."""
+Value = float | str
+"""A candidate value: a number (replica counts, draft lengths and batch limits are whole
+numbers) or a name (a k controller, a drafter model)."""
 
 
 class Knob(Protocol):
@@ -103,12 +114,174 @@ class FusedFraction:
         engine.set_hybrid(fused_fraction_choice(value))
 
 
-def fused_fraction_choice(fraction: float) -> PolicyChoice:
+def fused_fraction_choice(fraction: Value) -> PolicyChoice:
     """The ``fused_fraction`` hybrid policy with share ``fraction``."""
     return PolicyChoice("hybrid_mode", "fused_fraction", FusedFractionParams(float(fraction)))
 
 
+class DraftLength:
+    """``k``: a fixed draft length (the ``static`` controller with that k).
+
+    It replaces the scenario's k controller, adaptive or not, for every round
+    whose k is chosen from then on; a request's first round drafts it too.
+    """
+
+    name: ClassVar[str] = "k"
+
+    def current(self, engine: Engine) -> Value:
+        """The static controller's k (an adaptive controller: the scenario's first-round k)."""
+        return float(getattr(engine.k_controller, "k", engine.runtime.settings.k))
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """The runtime with the static controller drafting ``value`` tokens every round."""
+        settings = replace(runtime.settings, k=int(value), k_control=static_k_choice())
+        return replace(runtime, settings=settings)
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Rounds chosen from now on draft ``value`` tokens (already so: nothing changes)."""
+        controller = engine.k_controller
+        if getattr(controller, "name", "") == "static" and getattr(controller, "k", 0) == value:
+            return
+        engine.set_k_control(static_k_choice(), int(value))
+
+
+def static_k_choice() -> PolicyChoice:
+    """The ``static`` k controller (its k is the run's or the window's ``k``)."""
+    return PolicyChoice("k_control", "static", NoParams())
+
+
+class KController:
+    """``k_controller``: the draft-length controller, by registered name.
+
+    The scenario's own controller keeps the scenario's parameters; any other
+    runs with its defaults. Every controller starts from the scenario's ``k``.
+    """
+
+    name: ClassVar[str] = "k_controller"
+
+    def current(self, engine: Engine) -> Value:
+        """The controller's registered name."""
+        return str(getattr(engine.k_controller, "name", engine.runtime.settings.k_control.name))
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """The runtime with controller ``value``."""
+        settings = replace(runtime.settings, k_control=k_control_choice(runtime.settings, value))
+        return replace(runtime, settings=settings)
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Rounds chosen from now on take their k from controller ``value``.
+
+        The controller running already keeps running, with what it has learnt.
+        """
+        if self.current(engine) == value:
+            return
+        settings = engine.runtime.settings
+        engine.set_k_control(k_control_choice(settings, value), settings.k)
+
+
+def k_control_choice(settings: RunSettings, name: Value) -> PolicyChoice:
+    """Controller ``name``: the scenario's choice when it is the scenario's, else its defaults."""
+    if settings.k_control.name == name:
+        return settings.k_control
+    return PolicyChoice("k_control", str(name), registry("k_control").get(str(name)).Params())
+
+
+class MaxBatch:
+    """``max_batch``: the decode (verify) lane's batch limit on every replica."""
+
+    name: ClassVar[str] = "max_batch"
+
+    def current(self, engine: Engine) -> Value:
+        """The lane's ``max_batch`` now."""
+        return float(engine.decode_lane.limits.max_batch)
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """The runtime with the lane's ``max_batch`` set to ``value``."""
+        lane = runtime.settings.scheduler.verify
+        return _with_decode_lane(runtime, replace(lane, limits=_limits(lane, value)))
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Iterations formed from now on take at most ``value`` requests."""
+        lane = engine.decode_lane
+        engine.set_decode_lane(replace(lane, limits=_limits(lane, value)))
+
+
+def _limits(lane: LaneSpec, max_batch: Value) -> BatchLimits:
+    return replace(lane.limits, max_batch=int(max_batch))
+
+
+class MaxMicrobatch:
+    """``max_microbatch``: most sequences per microbatch of a decode-lane iteration."""
+
+    name: ClassVar[str] = "max_microbatch"
+
+    def current(self, engine: Engine) -> Value:
+        """The lane's ``max_microbatch`` now."""
+        micro = engine.decode_lane.microbatch
+        assert micro is not None  # the verify lane always has microbatch settings
+        return float(micro.max_microbatch)
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """The runtime with ``max_microbatch`` set to ``value``."""
+        return _with_decode_lane(runtime, _microbatched(runtime.settings.scheduler.verify, value))
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Iterations formed from now on are split into microbatches of at most ``value``."""
+        engine.set_decode_lane(_microbatched(engine.decode_lane, value))
+
+
+def _microbatched(lane: LaneSpec, max_microbatch: Value) -> LaneSpec:
+    assert lane.microbatch is not None  # the verify lane always has microbatch settings
+    return replace(lane, microbatch=replace(lane.microbatch, max_microbatch=int(max_microbatch)))
+
+
+def _with_decode_lane(runtime: Runtime, lane: LaneSpec) -> Runtime:
+    """``runtime`` with the decode (verify) lane ``lane``."""
+    scheduler = replace(runtime.settings.scheduler, verify=lane)
+    return replace(runtime, settings=replace(runtime.settings, scheduler=scheduler))
+
+
+class DraftModel:
+    """``draft_model``: the drafter model new requests draft with, by name.
+
+    Sets the ``fixed`` draft-selection policy: a request whose draft class
+    lists the model (and can run it for the request) drafts with it, any
+    other with its class's first candidate.
+    """
+
+    name: ClassVar[str] = "draft_model"
+
+    def current(self, engine: Engine) -> Value:
+        """The ``fixed`` policy's model now ("" under another policy)."""
+        params = getattr(engine.draft_selector, "params", None)
+        return str(getattr(params, "model", ""))
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """The runtime drafting with ``value`` where a class has it."""
+        settings = replace(runtime.settings, draft_selection=fixed_draft_choice(value))
+        return replace(runtime, settings=settings)
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Requests admitted from now on draft with ``value`` where their class has it."""
+        engine.set_draft_selection(fixed_draft_choice(value))
+
+
+def fixed_draft_choice(model: Value) -> PolicyChoice:
+    """The ``fixed`` draft-selection policy naming ``model``."""
+    return PolicyChoice("draft_selection", "fixed", FixedParams(str(model)))
+
+
 KNOBS: dict[str, Knob] = {
-    knob.name: knob for knob in (DraftReplicas(), VerifyReplicas(), FusedFraction())
+    knob.name: knob
+    for knob in (
+        DraftReplicas(),
+        VerifyReplicas(),
+        FusedFraction(),
+        DraftLength(),
+        KController(),
+        MaxBatch(),
+        MaxMicrobatch(),
+        DraftModel(),
+    )
 }
 """Every knob by candidate key, in enumeration order."""

@@ -8,7 +8,7 @@ raising, so that one run of the validator reports every problem of a scenario
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -860,9 +860,19 @@ class _Builder:
                 "every draft class runs one drafter model (list several under "
                 "hardware_profiles[].model for a policy to choose among)",
             )
-        return self.policy(
+        choice = self.policy(
             "draft_selection", raw["policy"], raw["params"], "scheduler.draft.model_selection"
         )
+        model = getattr(choice.params, "model", None)
+        listed = self.multi_model_drafters()
+        if raw["policy"] == "fixed" and model is not None and listed and model not in listed:
+            self.issue(
+                "scheduler.draft.model_selection.params.model",
+                model,
+                "a drafter model listed by a draft class with several models: " + ", ".join(listed),
+                "model no draft class chooses among",
+            )
+        return choice
 
     def lanes(self, classes: list[DeviceClass], luts: dict[Path, LutTable | None]) -> LanesSpec:
         """``scheduler.lanes``: refuse settings the architecture does not use; load its LUTs."""
@@ -1131,22 +1141,13 @@ class _Builder:
             self.issue(
                 "planner.candidates",
                 candidates,
-                "at least one of draft_replicas, verify_replicas, fused_fraction",
+                "at least one candidate list ("
+                + ", ".join(
+                    _SCHEMA["properties"]["planner"]["properties"]["candidates"]["properties"]
+                )
+                + ")",
                 "no candidate to choose from",
             )
-        refused = {
-            "k": "the online planner does not set the draft length in this version "
-            "(it is the k controller's)",
-            "max_batch": "the online planner does not set batch limits in this version",
-        }
-        for key, why in refused.items():
-            if key in candidates:
-                self.issue(
-                    f"planner.candidates.{key}",
-                    candidates[key],
-                    "the key left out: " + why,
-                    "candidate the online planner cannot apply",
-                )
         spec = self.doc["speculation"]
         self._check_replica_candidates(candidates, spec["mode"])
         if "fused_fraction" in candidates and (
@@ -1171,6 +1172,7 @@ class _Builder:
                 "of requests served fused, which only that policy fixes)",
                 f"no fused share to estimate with hybrid policy {spec['hybrid']['policy']!r}",
             )
+        self._check_planner_speculation(candidates)
         if self.doc["workload"].get("closed_loop") is not None:
             self.issue(
                 "planner.enabled",
@@ -1208,6 +1210,95 @@ class _Builder:
                 "(0 in both lists makes a pool without replicas)",
                 "a candidate (draft_replicas 0, verify_replicas 0) with no replica",
             )
+
+    def _check_planner_speculation(self, candidates: Mapping[str, Any]) -> None:
+        """Refuse draft-length, microbatch and drafter-model candidates the scenario cannot run."""
+        spec = self.doc["speculation"]
+        mode = spec["mode"]
+        for key in ("k", "k_controller"):
+            if key in candidates and mode == "none":
+                self.issue(
+                    f"planner.candidates.{key}",
+                    candidates[key],
+                    "the key left out in mode 'none' (nothing drafts)",
+                    "draft-length candidate without speculation",
+                )
+        if "k" in candidates and "k_controller" in candidates:
+            self.issue(
+                "planner.candidates.k_controller",
+                candidates["k_controller"],
+                "k or k_controller, not both (one decides the draft length: a k candidate "
+                "sets the static controller)",
+                "two candidate keys for the draft length",
+            )
+        adaptive = spec["adaptive_k"]
+        low, high = max(1, int(adaptive["k_min"])), int(adaptive["k_max"])
+        outside = [k for k in candidates.get("k", ()) if not low <= k <= high]
+        if outside and mode != "none":
+            self.issue(
+                "planner.candidates.k",
+                candidates["k"],
+                f"draft lengths between {low} and speculation.adaptive_k.k_max ({high})",
+                f"k outside the allowed range: {outside}",
+            )
+        names = registry("k_control").names()
+        unknown = [name for name in candidates.get("k_controller", ()) if name not in names]
+        if unknown and mode != "none":
+            self.issue(
+                "planner.candidates.k_controller",
+                candidates["k_controller"],
+                "registered k controllers: " + ", ".join(names),
+                f"unknown k controller: {', '.join(unknown)}",
+            )
+        arch = self.doc["scheduler"]["lanes"]["architecture"]
+        if "max_microbatch" in candidates and arch != "engine":
+            self.issue(
+                "planner.candidates.max_microbatch",
+                candidates["max_microbatch"],
+                "the key left out with scheduler.lanes.architecture "
+                f"{arch} (a lane iteration is priced whole, never split into microbatches)",
+                "microbatch candidates the lane architectures do not run",
+            )
+        if "draft_model" in candidates:
+            self._check_planner_draft_models(candidates["draft_model"])
+
+    def _check_planner_draft_models(self, models: Sequence[str]) -> None:
+        """Refuse drafter-model candidates no draft class with several models lists."""
+        listed = self.multi_model_drafters()
+        if not listed:
+            self.issue(
+                "planner.candidates.draft_model",
+                list(models),
+                "the key left out unless speculation.mode drafts on devices (distributed or "
+                "hybrid) and a draft class lists several models under hardware_profiles[].model",
+                "no drafter model to choose",
+            )
+            return
+        unknown = [name for name in models if name not in listed]
+        if unknown:
+            self.issue(
+                "planner.candidates.draft_model",
+                list(models),
+                "drafter models listed by a draft class with several models: " + ", ".join(listed),
+                f"unknown or unlisted drafter model: {', '.join(unknown)}",
+            )
+
+    def multi_model_drafters(self) -> list[str]:
+        """Drafter models listed by draft classes with several models, in listed order.
+
+        None in a mode where no device drafts.
+        """
+        if "drafter" not in PHASES_BY_MODE[self.doc["speculation"]["mode"]]:
+            return []
+        names: dict[str, None] = {}
+        for entry in self.doc["hardware_profiles"]:
+            if (
+                entry["type"] == "draft"
+                and isinstance(entry["model"], list)
+                and len(entry["model"]) > 1
+            ):
+                names.update(dict.fromkeys(entry["model"]))
+        return list(names)
 
     def metrics(self) -> MetricsSpec:
         raw = self.doc["metrics"]

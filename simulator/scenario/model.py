@@ -342,7 +342,7 @@ class PlannerSpec:
     interval_s: float
     window_s: float
     objectives: tuple[str, ...]
-    candidates: dict[str, tuple[float, ...]]
+    candidates: dict[str, tuple[float | str, ...]]
     model_load_s: float = 0.0
     search: str = "grid"
     analytic_keep: int | None = None

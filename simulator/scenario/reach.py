@@ -145,13 +145,33 @@ class _Reach:
                 mask |= self.origin == client.id
         return mask
 
+    def planned(self) -> dict[str, tuple[float | str, ...]]:
+        """The online planner's candidate values by key (none without a planner)."""
+        planner = self.scenario.planner
+        return planner.candidates if planner.enabled else {}
+
+    def verify_batch(self) -> tuple[str, int]:
+        """Key path and value of the largest decode-lane batch (the planner's may be larger)."""
+        key, top = (
+            "scheduler.verify.batching.max_batch",
+            self.scenario.scheduler.verify.limits.max_batch,
+        )
+        planned = max((int(v) for v in self.planned().get("max_batch", ())), default=0)
+        if planned > top:
+            key, top = "planner.candidates.max_batch", planned
+        return key, top
+
     def k_top(self, served: np.ndarray) -> tuple[str, int]:
         """Key path and value of the largest k a round of the served requests drafts."""
         spec = self.scenario.speculation
-        if spec.k_control.name == "static":
+        planned = self.planned()
+        if spec.k_control.name == "static" and "k_controller" not in planned:
             key, top = "speculation.k", spec.k
         else:
             key, top = "speculation.adaptive_k.k_max", spec.k_max
+        k_planned = max((int(v) for v in planned.get("k", ())), default=0)
+        if k_planned > top:
+            key, top = "planner.candidates.k", k_planned
         # A round never drafts past the output: at most output - 2 after the first token.
         longest = int(self.output[served].max())
         return key, max(1, min(top, longest - 2))
@@ -199,7 +219,7 @@ class _Reach:
                         min(prefill, count),
                     )
                 )
-                verify = sched.verify.limits.max_batch
+                verify_key, verify = self.verify_batch()
                 k_key, k_max = (None, 1) if kind == "decode" else self.k_top(served)
                 found.append(
                     _Lookups(
@@ -208,7 +228,7 @@ class _Reach:
                         step,
                         served,
                         1,
-                        "scheduler.verify.batching.max_batch",
+                        verify_key,
                         verify,
                         min(verify, count),
                         k_key,
