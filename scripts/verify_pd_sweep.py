@@ -202,7 +202,7 @@ def architecture_overrides(
 ) -> dict[str, Any]:
     """The scenario overrides that select a lane architecture and how its lanes run.
 
-    The one place that names the lane keys of the scenario.
+    The one place that maps an architecture name to scenario overrides.
 
     Args:
         architecture: A lane architecture (:data:`LANE_ARCHITECTURES`); ``engine`` and
