@@ -21,11 +21,20 @@ panel per loop, host overhead and accounting), and the sweeps' own directories u
 ``runs/``. ``--sweep001`` runs the smaller sweep instead: C from 1 to 10, ten
 requests per level sent by C closed-loop users, 100 output tokens, no cut.
 
+``--overlap E,E,...`` runs the overlap sensitivity sweep instead: beside its
+serialized point, every architecture whose lanes run concurrently under
+``gpu_sharing: overlap`` (:data:`OVERLAP_ARCHITECTURES`) runs once per
+``overlap_efficiency`` E; by default closed loop, 0 ms host overhead, C in
+:data:`OVERLAP_CONCURRENCY`, and ``engine`` as the reference without lanes. The
+columns ``gpu_sharing`` and ``overlap_efficiency`` (empty when serialized) say
+which, and ``overlap.png`` plots throughput against the efficiency.
+
 Usage::
 
     python scripts/verify_pd_sweep.py [--reduced] [--sweep001] [-o DIR]
         [--scenario FILE] [--host-overhead-ms MS] [--loops open,closed]
-        [--architectures A,B,...] [--executor local|ray] [--workers N]
+        [--architectures A,B,...] [--overlap E,E,...] [--executor local|ray]
+        [--workers N]
 
 The analysis of the results is in scenarios/verify_pd/README.md.
 """
@@ -50,6 +59,7 @@ import yaml
 from matplotlib.axes import Axes
 
 import simulator
+from simulator.loading import bounds_text, load_packaged_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = ROOT / "scenarios" / "verify_pd" / "llama2_7b_tinyllama_a100.yaml"
@@ -62,6 +72,15 @@ LANE_ARCHITECTURES = ("baseline", "pd", "pdv", "pdv_hybrid", "pdv_unified")
 ARCHITECTURES = (*LANE_ARCHITECTURES, "engine", "none")
 REDUCED_CONCURRENCY = (1, 8)
 REDUCED_ARCHITECTURES = ("pd", "pdv")
+#: Lane architectures whose lanes (or, under ``baseline``, per-request workers) run
+#: iterations concurrently under ``gpu_sharing: overlap``; ``pdv_unified`` runs one
+#: iteration at a time and refuses ``overlap``.
+OVERLAP_ARCHITECTURES = ("baseline", "pd", "pdv", "pdv_hybrid")
+#: The overlap sensitivity sweep's default architectures: those that overlap, and the
+#: fused engine (no lanes, unaffected by ``gpu_sharing``) as the reference.
+OVERLAP_SWEEP_ARCHITECTURES = (*OVERLAP_ARCHITECTURES, "engine")
+#: The overlap sensitivity sweep's reduced set of C.
+OVERLAP_CONCURRENCY = (1, 8, 32, 128)
 #: Documents-like host time per model forward pass (configuration; see the scenario README).
 DOCUMENTS_HOST_OVERHEAD_MS = 5.0
 #: Arrivals per second per unit of C (the documents' Poisson rate, 0.05 x C).
@@ -80,6 +99,8 @@ COLUMNS = (
     "throughput_tok_s",
     "p95_ms",
     "p99_ms",
+    "gpu_sharing",
+    "overlap_efficiency",
 )
 #: Scenario keys that hold file paths (relative to the scenario file).
 _PATH_LISTS = (
@@ -106,6 +127,25 @@ class Variant:
     name: str
     loop: str
     kind: str
+
+
+@dataclass(frozen=True)
+class PointLabel:
+    """What one sweep point stands for in ``results.csv``.
+
+    Attributes:
+        architecture: One of :data:`ARCHITECTURES`.
+        concurrency: C.
+        host_overhead: ``host_overhead_ms`` of the lanes (0 for ``engine`` and ``none``).
+        overlap_efficiency: ``None``: the lanes share the GPU serialized (and
+            ``engine``/``none``, which run one iteration at a time); otherwise
+            ``gpu_sharing: overlap`` with this efficiency.
+    """
+
+    architecture: str
+    concurrency: int
+    host_overhead: float
+    overlap_efficiency: float | None = None
 
 
 def _absolute(base_dir: Path, value: str) -> str:
@@ -157,6 +197,32 @@ def _kind(architecture: str) -> str:
     return "lanes" if architecture in LANE_ARCHITECTURES else architecture
 
 
+def architecture_overrides(
+    architecture: str, host_overhead_ms: float, overlap_efficiency: float | None
+) -> dict[str, Any]:
+    """The scenario overrides that select a lane architecture and how its lanes run.
+
+    The one place that maps an architecture name to scenario overrides.
+
+    Args:
+        architecture: A lane architecture (:data:`LANE_ARCHITECTURES`); ``engine`` and
+            ``none`` are set by their variant's scenario and need no overrides.
+        host_overhead_ms: Host time per model forward pass.
+        overlap_efficiency: ``None``: ``gpu_sharing: serialized``; otherwise
+            ``gpu_sharing: overlap`` with this ``overlap_efficiency``.
+    """
+    if architecture not in LANE_ARCHITECTURES:
+        return {}
+    overrides: dict[str, Any] = {
+        "scheduler.lanes.architecture": architecture,
+        "scheduler.lanes.host_overhead_ms": host_overhead_ms,
+    }
+    if overlap_efficiency is not None:
+        overrides["scheduler.lanes.gpu_sharing"] = "overlap"
+        overrides["scheduler.lanes.overlap_efficiency"] = overlap_efficiency
+    return overrides
+
+
 def _points(
     architectures: Sequence[str],
     concurrency: Sequence[int],
@@ -164,26 +230,29 @@ def _points(
     loop: str,
     *,
     cut: bool,
-) -> list[dict[str, Any]]:
+    overlap_efficiencies: Sequence[float] = (),
+) -> list[tuple[PointLabel, dict[str, Any]]]:
     points = []
     for arch in architectures:
+        sharings: tuple[float | None, ...] = (None,)
+        if arch in OVERLAP_ARCHITECTURES:
+            sharings += tuple(overlap_efficiencies)
         for c in concurrency:
             for host in host_overheads if arch in LANE_ARCHITECTURES else (0.0,):
-                point: dict[str, Any] = {
-                    "scheduler.max_running_requests": c,
-                    "scheduler.verify.batching.max_batch": c,
-                    "scheduler.prefill.batching.max_batch": c,
-                }
-                if arch in LANE_ARCHITECTURES:
-                    point["scheduler.lanes.architecture"] = arch
-                    point["scheduler.lanes.host_overhead_ms"] = host
-                if loop == "open":
-                    point["workload.synthetic.arrival.rate_per_s"] = RATE_PER_C * c
-                else:
-                    point["workload.closed_loop.users"] = c
-                if not cut:
-                    point["simulation.until_s"] = None
-                points.append(point)
+                for efficiency in sharings:
+                    point: dict[str, Any] = {
+                        "scheduler.max_running_requests": c,
+                        "scheduler.verify.batching.max_batch": c,
+                        "scheduler.prefill.batching.max_batch": c,
+                        **architecture_overrides(arch, host, efficiency),
+                    }
+                    if loop == "open":
+                        point["workload.synthetic.arrival.rate_per_s"] = RATE_PER_C * c
+                    else:
+                        point["workload.closed_loop.users"] = c
+                    if not cut:
+                        point["simulation.until_s"] = None
+                    points.append((PointLabel(arch, c, host, efficiency), point))
     return points
 
 
@@ -248,10 +317,16 @@ def run_experiment(
     host_overheads: Sequence[float],
     loops: Sequence[str],
     sweep001: bool = False,
+    overlap_efficiencies: Sequence[float] = (),
     executor: str = "local",
     workers: int | None = None,
 ) -> pd.DataFrame:
-    """Run every variant's sweep and return the results table (also written out)."""
+    """Run every variant's sweep and return the results table (also written out).
+
+    ``overlap_efficiencies`` adds, for every architecture of
+    :data:`OVERLAP_ARCHITECTURES`, one point per efficiency with
+    ``gpu_sharing: overlap`` beside its serialized point.
+    """
     base = yaml.safe_load(scenario.read_text())
     run_s = None if sweep001 else float(base["simulation"]["until_s"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -269,28 +344,37 @@ def run_experiment(
             variant_dir.mkdir(parents=True, exist_ok=True)
             scenario_file = variant_dir / "scenario.yaml"
             scenario_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-            points = _points(archs, concurrency, host_overheads, loop, cut=not sweep001)
+            labelled = _points(
+                archs,
+                concurrency,
+                host_overheads,
+                loop,
+                cut=not sweep001,
+                overlap_efficiencies=overlap_efficiencies,
+            )
+            points = [point for _, point in labelled]
             table = simulator.sweep(
                 {"sweep_id": variant.name, "scenario": str(scenario_file), "points": points},
                 variant_dir / "sweep",
                 executor=executor,
                 workers=workers,
             )
-            for (_, row), point in zip(table.iterrows(), points, strict=True):
+            for (_, row), (label, _) in zip(table.iterrows(), labelled, strict=True):
                 if row["status"] != "ok":
                     raise RuntimeError(f"{variant.name} point {row['point']}: {row['error']}")
                 requests = pd.read_csv(variant_dir / "sweep" / row["run_dir"] / "requests.csv")
-                arch = point.get("scheduler.lanes.architecture", archs[0])
-                host = point.get("scheduler.lanes.host_overhead_ms", 0.0)
+                overlap = label.overlap_efficiency is not None
                 for accounting, figures in accountings(requests, run_s).items():
                     rows.append(
                         {
-                            "architecture": arch,
-                            "concurrency": point["scheduler.max_running_requests"],
-                            "host_overhead": host,
+                            "architecture": label.architecture,
+                            "concurrency": label.concurrency,
+                            "host_overhead": label.host_overhead,
                             "loop": loop,
                             "accounting": accounting,
                             **figures,
+                            "gpu_sharing": "overlap" if overlap else "serialized",
+                            "overlap_efficiency": label.overlap_efficiency if overlap else math.nan,
                         }
                     )
     frame: pd.DataFrame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
@@ -299,12 +383,20 @@ def run_experiment(
 
 
 def write_outputs(frame: pd.DataFrame, out_dir: Path) -> None:
-    """Write ``results.csv``, ``results.md`` and the figures."""
+    """Write ``results.csv``, ``results.md`` and the figures.
+
+    ``throughput.png`` and ``p95.png`` show the serialized points; when the frame
+    has overlap points, ``overlap.png`` shows them against the efficiency.
+    """
     frame.to_csv(out_dir / "results.csv", index=False, float_format="%.6g", lineterminator="\n")
     (out_dir / "results.md").write_text(markdown_table(frame))
+    if (frame["gpu_sharing"] == "overlap").any():
+        plot_overlap(frame).savefig(out_dir / "overlap.png", dpi=110)
+        plt.close("all")
+    serialized = frame[frame["gpu_sharing"] == "serialized"]
     for metric, name in (("throughput_tok_s", "throughput"), ("p95_ms", "p95")):
-        panels = frame.groupby(["loop", "host_overhead", "accounting"], sort=True)
-        rows = frame["loop"].nunique()
+        panels = serialized.groupby(["loop", "host_overhead", "accounting"], sort=True)
+        rows = serialized["loop"].nunique()
         cols = -(-panels.ngroups // rows)
         fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.8 * rows), squeeze=False)
         for ax, ((loop, host, accounting), part) in zip(axes.flat, panels, strict=False):
@@ -337,13 +429,87 @@ def plot_metric(frame: pd.DataFrame, metric: str, ax: Axes | None = None) -> Axe
     return ax
 
 
+def plot_overlap(frame: pd.DataFrame) -> Any:
+    """Throughput (``all`` accounting) against ``overlap_efficiency``, one panel per C.
+
+    One panel row per loop and host overhead. Each overlapping architecture is a
+    line over the efficiencies, its serialized figure a dashed line of the same
+    colour; ``engine`` (no lanes), where present, a dotted black line.
+
+    Returns:
+        The matplotlib figure.
+    """
+    every = frame[frame["accounting"] == "all"]
+    groups = every.groupby(["loop", "host_overhead"], sort=True)
+    levels = sorted(every["concurrency"].unique())
+    fig, axes = plt.subplots(
+        groups.ngroups,
+        len(levels),
+        figsize=(3.6 * len(levels), 3.4 * groups.ngroups),
+        squeeze=False,
+    )
+    for row_axes, ((loop, host), part) in zip(axes, groups, strict=True):
+        for ax, c in zip(row_axes, levels, strict=True):
+            at_c = part[part["concurrency"] == c]
+            for arch, lines in at_c.groupby("architecture", sort=True):
+                colour = f"C{ARCHITECTURES.index(str(arch))}"
+                overlap = lines[lines["gpu_sharing"] == "overlap"].sort_values("overlap_efficiency")
+                serial = lines[lines["gpu_sharing"] == "serialized"]["throughput_tok_s"]
+                if arch == "engine":
+                    for value in serial:
+                        ax.axhline(value, color="black", linestyle=":", label="engine")
+                    continue
+                if len(overlap):
+                    ax.plot(
+                        overlap["overlap_efficiency"],
+                        overlap["throughput_tok_s"],
+                        marker="o",
+                        color=colour,
+                        label=f"{arch} overlap",
+                    )
+                for value in serial:
+                    ax.axhline(value, color=colour, linestyle="--", label=f"{arch} serialized")
+            ax.set_title(f"C = {c}, {loop} loop, host {host:g} ms", fontsize=9)
+            ax.set_xlabel("overlap_efficiency (configuration)")
+            ax.set_ylabel("tokens/s (all)")
+            ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
-    """``results.csv`` as a markdown table."""
+    """``results.csv`` as a markdown table (an empty cell where a figure is NaN)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for record in frame.itertuples(index=False):
-        cells = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in record]
+        cells = [
+            ("" if math.isnan(v) else f"{v:.4g}") if isinstance(v, float) else str(v)
+            for v in record
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _overlap_efficiencies(parser: argparse.ArgumentParser, text: str | None) -> tuple[float, ...]:
+    """``--overlap``'s efficiencies, checked against the scenario schema's bounds."""
+    if text is None:
+        return ()
+    schema = load_packaged_schema("scenario.schema.json")
+    lanes = schema["properties"]["scheduler"]["properties"]["lanes"]["properties"]
+    bounds = lanes["overlap_efficiency"]
+    low, high = float(bounds["minimum"]), float(bounds["maximum"])
+    values: list[float] = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:
+            parser.error(
+                f"--overlap: bad value {item!r}; allowed: comma-separated numbers "
+                f"{', '.join(bounds_text(bounds))} (scheduler.lanes.overlap_efficiency)"
+            )
+        values.append(value)
+    return tuple(dict.fromkeys(values))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -353,31 +519,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, default=Path("results/verify_pd"))
     parser.add_argument("--reduced", action="store_true", help="C in {1, 8}; pd and pdv")
     parser.add_argument("--sweep001", action="store_true", help="the smaller sweep (C 1..10)")
-    parser.add_argument("--host-overhead-ms", type=float, default=DOCUMENTS_HOST_OVERHEAD_MS)
-    parser.add_argument("--loops", default="open,closed", help="open, closed or both")
-    parser.add_argument("--architectures", default=",".join(ARCHITECTURES))
+    parser.add_argument(
+        "--host-overhead-ms",
+        type=float,
+        default=None,
+        help=f"the second host overhead beside 0 ms (default {DOCUMENTS_HOST_OVERHEAD_MS:g}; "
+        "with --overlap, 0 ms only unless given)",
+    )
+    parser.add_argument(
+        "--loops", default=None, help="open, closed or both (default both; --overlap: closed)"
+    )
+    parser.add_argument(
+        "--architectures",
+        default=None,
+        help=f"default all; --overlap: {','.join(OVERLAP_SWEEP_ARCHITECTURES)}",
+    )
+    parser.add_argument(
+        "--overlap",
+        default=None,
+        metavar="E,E,...",
+        help="overlap sensitivity sweep: beside its serialized point, each architecture of "
+        f"{', '.join(OVERLAP_ARCHITECTURES)} runs with gpu_sharing: overlap at each "
+        f"overlap_efficiency E; C in {OVERLAP_CONCURRENCY} unless --reduced",
+    )
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
-    architectures = args.architectures.split(",")
+    efficiencies = _overlap_efficiencies(parser, args.overlap)
+    overlap = args.overlap is not None
+    default_architectures = OVERLAP_SWEEP_ARCHITECTURES if overlap else ARCHITECTURES
+    architectures = (args.architectures or ",".join(default_architectures)).split(",")
     unknown = sorted(set(architectures) - set(ARCHITECTURES))
     if unknown:
         parser.error(f"unknown architectures {unknown}; allowed: {', '.join(ARCHITECTURES)}")
     concurrency: Sequence[int] = CONCURRENCY_001 if args.sweep001 else CONCURRENCY
-    loops = args.loops.split(",")
+    if overlap and not args.sweep001:
+        concurrency = OVERLAP_CONCURRENCY
+    loops = (args.loops or ("closed" if overlap else "open,closed")).split(",")
     if args.sweep001:
         loops = ["closed"]
     if args.reduced:
         architectures = list(REDUCED_ARCHITECTURES)
         concurrency = REDUCED_CONCURRENCY
+    host_overheads: tuple[float, ...] = (0.0, DOCUMENTS_HOST_OVERHEAD_MS)
+    if args.host_overhead_ms is not None:
+        host_overheads = (0.0, args.host_overhead_ms)
+    elif overlap:
+        host_overheads = (0.0,)
     frame = run_experiment(
         args.scenario,
         args.output,
         architectures=architectures,
         concurrency=concurrency,
-        host_overheads=(0.0, args.host_overhead_ms),
+        host_overheads=host_overheads,
         loops=loops,
         sweep001=args.sweep001,
+        overlap_efficiencies=efficiencies,
         executor=args.executor,
         workers=args.workers,
     )

@@ -27,6 +27,7 @@ SHIPPED = {
     "a100-tp1",
     "a100-tp4",
     "h100-tp1",
+    "h100-tp2",
     "h100-tp8",
 }
 KNOWN_HARDWARE = {
@@ -74,7 +75,11 @@ def test_every_shipped_profile_loads(registry):
         "macbook-m3-max",
         "jetson-orin-nano-super",
     }
-    assert {p.id for p in registry.with_hardware("h100-sxm5-80gb")} == {"h100-tp1", "h100-tp8"}
+    assert {p.id for p in registry.with_hardware("h100-sxm5-80gb")} == {
+        "h100-tp1",
+        "h100-tp2",
+        "h100-tp8",
+    }
 
 
 def test_derive_reproduces_committed_profiles(derive):
@@ -92,7 +97,7 @@ def test_schema_copy_is_identical_to_packaged_schema():
 
 
 def test_targets_have_consistent_parallelism_and_memory(registry):
-    expected = {"a100-tp1": 1, "a100-tp4": 4, "h100-tp1": 1, "h100-tp8": 8}
+    expected = {"a100-tp1": 1, "a100-tp4": 4, "h100-tp1": 1, "h100-tp2": 2, "h100-tp8": 8}
     for profile_id, tp in expected.items():
         profile = registry.get(profile_id)
         assert profile.is_target
@@ -168,6 +173,14 @@ def test_h100_power_is_median_of_saturated_dense_sweeps(registry):
     by_batch = {c.condition: c for c in one.calibration}
     point = by_batch["task lm-arena-chat, max_num_seqs 512, 1 GPU(s)"]
     assert (point.decode_tok_s, point.power_w, point.itl_ms) == (9805.6, 688.3, 47.408)
+    # TP 2: the dense model ML.ENERGY v3 measures on two H100s in the chat task.
+    two = registry.get("h100-tp2")
+    assert two.energy.active_power_w == pytest.approx(2 * tp8.energy.active_power_w_per_gpu)
+    assert {c.model for c in two.calibration} == {"Qwen/Qwen3-32B"}
+    point = {c.condition: c for c in two.calibration}[
+        "task lm-arena-chat, max_num_seqs 128, 2 GPU(s)"
+    ]
+    assert (point.decode_tok_s, point.power_w, point.itl_ms) == (3905.3, 1073.7, 29.656)
 
 
 def test_a100_kv_reference_and_power(registry):

@@ -9,6 +9,8 @@ import sys
 import pandas as pd
 import pytest
 
+from simulator.scenario import load_scenario
+from tests.commands import run_python
 from tests.golden.runs import ROOT
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -113,3 +115,97 @@ def test_sweep001_runs_ten_requests_per_level_to_completion(tmp_path):
     every = table[table["accounting"] == "all"].reset_index(drop=True)
     for column in ("throughput_tok_s", "p95_ms", "p99_ms"):
         assert completed_only[column].to_numpy() == pytest.approx(every[column].to_numpy())
+
+
+@pytest.fixture(scope="module")
+def overlap_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("verify_pd_overlap")
+    argv = ["--reduced", "--overlap", "0.5,1", "-o", str(out), "--workers", "2"]
+    assert vpd.main(argv) == 0
+    return out, pd.read_csv(out / "results.csv", keep_default_na=False, na_values=[""])
+
+
+def test_overlap_sweep_adds_one_point_per_efficiency_beside_the_serialized_one(overlap_sweep):
+    """--overlap: closed loop, 0 ms host overhead, serialized plus each efficiency."""
+    out, table = overlap_sweep
+    assert tuple(table.columns) == vpd.COLUMNS
+    assert set(table["loop"]) == {"closed"} and set(table["host_overhead"]) == {0.0}
+    serialized = table[table["gpu_sharing"] == "serialized"]
+    assert serialized["overlap_efficiency"].isna().all()
+    keys = ["architecture", "concurrency", "gpu_sharing", "overlap_efficiency", "accounting"]
+    found = {
+        (a, c, s, None if math.isnan(e) else e, acc)
+        for a, c, s, e, acc in table[keys].itertuples(index=False, name=None)
+    }
+    expected = {
+        (arch, c, sharing, efficiency, accounting)
+        for arch in vpd.REDUCED_ARCHITECTURES
+        for c in vpd.REDUCED_CONCURRENCY
+        for sharing, efficiency in (("serialized", None), ("overlap", 0.5), ("overlap", 1.0))
+        for accounting in ("completed", "all")
+    }
+    assert found == expected and len(table) == len(expected)
+    assert (out / "overlap.png").stat().st_size > 0
+    assert (out / "throughput.png").stat().st_size > 0
+
+
+def test_overlap_changes_nothing_at_batch_one_and_helps_pdv_when_perfect(overlap_sweep):
+    """One request never has two lanes busy; at C = 8 pdv's lanes overlap."""
+    _, table = overlap_sweep
+    every = table[table["accounting"] == "all"].copy()
+    every["sharing"] = every["gpu_sharing"] + every["overlap_efficiency"].map(
+        lambda e: "" if math.isnan(e) else f"_{e:g}"
+    )
+    figures = every.pivot_table(
+        index=["architecture", "concurrency"], columns="sharing", values="throughput_tok_s"
+    )
+    for arch in vpd.REDUCED_ARCHITECTURES:
+        one = figures.loc[(arch, 1)]
+        assert one["overlap_0.5"] == one["serialized"] == one["overlap_1"]
+    pdv = figures.loc[("pdv", 8)]
+    assert pdv["overlap_1"] > pdv["overlap_0.5"]
+    assert pdv["overlap_1"] > pdv["serialized"]
+
+
+def test_architecture_overrides_name_the_lane_keys_in_one_place():
+    assert vpd.architecture_overrides("engine", 5.0, 0.7) == {}
+    assert vpd.architecture_overrides("none", 0.0, None) == {}
+    serialized = vpd.architecture_overrides("pdv", 5.0, None)
+    assert serialized == {
+        "scheduler.lanes.architecture": "pdv",
+        "scheduler.lanes.host_overhead_ms": 5.0,
+    }
+    overlap = vpd.architecture_overrides("pd", 0.0, 0.7)
+    assert overlap["scheduler.lanes.gpu_sharing"] == "overlap"
+    assert overlap["scheduler.lanes.overlap_efficiency"] == 0.7
+
+
+@pytest.mark.parametrize("value", ["0.4", "1.5", "x"])
+def test_bad_overlap_efficiency_is_refused_before_any_run(value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as caught:
+        vpd.main(["--overlap", f"0.5,{value}", "-o", str(tmp_path)])
+    assert caught.value.code == 2
+    message = capsys.readouterr().err
+    assert f"bad value '{value}'" in message
+    assert ">= 0.5, <= 1" in message and "scheduler.lanes.overlap_efficiency" in message
+    assert not (tmp_path / "results.csv").exists()
+
+
+H100_SCENARIOS = (
+    ROOT / "scenarios" / "verify_pd" / "llama2_7b_tinyllama_h100.yaml",
+    ROOT / "scenarios" / "verify_pd" / "llama2_70b_tinyllama_h100_tp2.yaml",
+)
+
+
+@pytest.mark.parametrize("path", H100_SCENARIOS, ids=lambda p: p.name)
+def test_h100_scenarios_validate_at_the_smallest_tp_their_verifier_lut_covers(path):
+    done = run_python("scripts/validate_scenario.py", str(path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("OK ")
+    scenario = load_scenario(path)
+    (device,) = scenario.devices
+    assert device.profile.hardware == "h100-sxm5-80gb"
+    doc = vpd.yaml.safe_load(path.read_text())
+    verifier_lut = path.parent / doc["scheduler"]["lanes"]["verifier"]["lut"]
+    degrees = pd.read_csv(verifier_lut)["tensor_parallel"]
+    assert device.profile.compute.tensor_parallel == degrees.min()
