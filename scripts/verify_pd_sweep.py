@@ -149,12 +149,23 @@ def variant_document(
         }
     if variant.kind != "lanes":
         del doc["scheduler"]["lanes"]
+        doc["scheduler"].pop("arbitration", None)
     doc["scenario_id"] = f"{doc.get('scenario_id', 'verify_pd')}_{variant.name}"
     return doc
 
 
 def _kind(architecture: str) -> str:
     return "lanes" if architecture in LANE_ARCHITECTURES else architecture
+
+
+def architecture_overrides(architecture: str, host_overhead_ms: float) -> dict[str, Any]:
+    """The sweep-point keys that select ``architecture`` (lane rules: with their host overhead)."""
+    if architecture not in LANE_ARCHITECTURES:
+        return {}
+    return {
+        "scheduler.arbitration.policy": architecture,
+        "scheduler.lanes.host_overhead_ms": host_overhead_ms,
+    }
 
 
 def _points(
@@ -174,9 +185,7 @@ def _points(
                     "scheduler.verify.batching.max_batch": c,
                     "scheduler.prefill.batching.max_batch": c,
                 }
-                if arch in LANE_ARCHITECTURES:
-                    point["scheduler.lanes.architecture"] = arch
-                    point["scheduler.lanes.host_overhead_ms"] = host
+                point.update(architecture_overrides(arch, host))
                 if loop == "open":
                     point["workload.synthetic.arrival.rate_per_s"] = RATE_PER_C * c
                 else:
@@ -280,7 +289,7 @@ def run_experiment(
                 if row["status"] != "ok":
                     raise RuntimeError(f"{variant.name} point {row['point']}: {row['error']}")
                 requests = pd.read_csv(variant_dir / "sweep" / row["run_dir"] / "requests.csv")
-                arch = point.get("scheduler.lanes.architecture", archs[0])
+                arch = point.get("scheduler.arbitration.policy", archs[0])
                 host = point.get("scheduler.lanes.host_overhead_ms", 0.0)
                 for accounting, figures in accountings(requests, run_s).items():
                     rows.append(

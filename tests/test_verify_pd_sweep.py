@@ -98,6 +98,7 @@ def test_plain_decoding_variant_drops_the_lanes_and_keeps_the_target():
         == (base["scheduler"]["lanes"]["verifier"]["model"])
     )
     assert "lanes" not in doc["scheduler"]
+    assert "arbitration" not in doc["scheduler"]  # the base's lane rule goes with the lanes
     assert "arrival" not in doc["workload"]["synthetic"]
     assert doc["workload"]["synthetic"]["num_requests"] == 10
 
@@ -113,3 +114,13 @@ def test_sweep001_runs_ten_requests_per_level_to_completion(tmp_path):
     every = table[table["accounting"] == "all"].reset_index(drop=True)
     for column in ("throughput_tok_s", "p95_ms", "p99_ms"):
         assert completed_only[column].to_numpy() == pytest.approx(every[column].to_numpy())
+
+
+def test_an_architecture_maps_to_its_scenario_overrides():
+    """Lane architectures are arbitration rules with a host overhead; the others set neither."""
+    assert vpd.architecture_overrides("pdv", 5.0) == {
+        "scheduler.arbitration.policy": "pdv",
+        "scheduler.lanes.host_overhead_ms": 5.0,
+    }
+    assert vpd.architecture_overrides("engine", 5.0) == {}
+    assert vpd.architecture_overrides("none", 0.0) == {}
