@@ -351,6 +351,68 @@ def test_every_token_is_delivered_once(tmp_path, architecture, sharing):
     assert list(requests["generated_tokens"]) == [5 + 7 * i for i in range(12)]
 
 
+# -- recompute preemption ------------------------------------------------------------
+def _tight_kv(path: Path, tmp_path: Path, kv_mb: float) -> Path:
+    """The scenario with ``preempt_recompute`` on a replica holding ``kv_mb`` of KV."""
+    _edit(path, "scheduler.kv", {"on_full": "preempt_recompute"})
+    return _with_target_profile(
+        path, _target_profile(tmp_path, memory={"kv_cache_limit_mb": kv_mb})
+    )
+
+
+def test_a_lane_rule_evicts_the_newest_request_when_a_round_would_not_fit(tmp_path):
+    """0.5 MB of KV per token, 104 MB: two prompts of 100 tokens fit (50.5 MB each at prefill).
+
+    Request 0's first round (20-48 ms) commits 5 tokens (2.5 MB); request 1's
+    round then needs 2.5 MB with 0.5 MB free: request 1, the newest, is evicted
+    (its 50.5 MB freed) and goes first in the prefill lane, whose head has waited
+    longest, so it recomputes its 101 tokens of context (51 MB: exactly what is
+    free) at 48 ms. At 58 ms request 0's round needs 2.5 MB with none free:
+    request 1, newest again, is evicted again; request 0 finishes at 86 ms and
+    request 1 recomputes, then runs its two rounds.
+    """
+    path = _tight_kv(_scenario(tmp_path, "pd", ["0.0,100,11", "0.0,100,11"]), tmp_path, 104.0)
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    starts = [
+        (round(t * 1000.0, 3), kind[len("lane_") : -len("_start")], detail[len("requests=") :])
+        for t, kind, _subject, detail in tracer.events
+        if kind.startswith("lane_") and kind.endswith("_start")
+    ]
+    assert starts == [
+        (0.0, "prefill", "0"),
+        (10.0, "prefill", "1"),
+        (20.0, "round", "0"),
+        (48.0, "prefill", "1"),
+        (58.0, "round", "0"),
+        (86.0, "prefill", "1"),
+        (96.0, "round", "1"),
+        (124.0, "round", "1"),
+    ]
+    preempts = [
+        (round(t * 1000.0, 3), who) for t, kind, who, _ in tracer.events if kind == "preempt"
+    ]
+    assert preempts == [(48.0, "request 1"), (58.0, "request 1")]
+    frame = result.requests
+    assert list(frame["preemptions"]) == [0, 2]
+    assert list(frame["kv_peak_mb"]) == [55.5, 56.0]
+    assert list(frame["generated_tokens"]) == [11, 11]
+    assert frame["kv_peak_mb"].max() <= 104.0
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_every_lane_rule_finishes_everything_under_memory_pressure(tmp_path, architecture):
+    """Growth evicts the newest requests; the oldest always progress, every token once."""
+    rows = [f"{0.002 * i:.3f},{100 + 10 * i},{20 + 3 * i}" for i in range(12)]
+    path = _scenario(tmp_path, architecture, rows, prefill_batch=4, lane_batch=3)
+    result = run(load_scenario(_tight_kv(path, tmp_path, 200.0)))
+    frame = result.requests
+    assert (frame["outcome"] == "completed").all()
+    assert list(frame["generated_tokens"]) == [20 + 3 * i for i in range(12)]
+    assert frame["preemptions"].sum() > 0
+    assert frame["kv_peak_mb"].max() <= 200.0
+
+
 # -- refusals ------------------------------------------------------------------------
 def _refused(path: Path) -> str:
     with pytest.raises(InputError) as err:
@@ -384,10 +446,10 @@ ONE = ["0.0,100,11"]
         ),
         (
             "pd",
-            {},
+            {"gpu_sharing": "overlap", "overlap_efficiency": 0.8},
             {"scheduler.kv": {"on_full": "preempt_recompute"}},
             "scheduler.kv.on_full",
-            "queue with scheduler.arbitration.policy pd",
+            "queue with scheduler.arbitration.policy pd and scheduler.lanes.gpu_sharing overlap",
         ),
         ("pd", {"verify_first_margin": 2}, {}, "scheduler.arbitration.params", "no keys"),
         (

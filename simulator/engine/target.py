@@ -671,10 +671,24 @@ class TargetReplica:
         return [req for req in queue if id(req) not in gone]
 
     def _launch(self, kind: str, batch: list[Any]) -> None:
-        """Start a split iteration of ``kind`` over ``batch`` on the shared GPU."""
+        """Start a split iteration of ``kind`` over ``batch`` on the shared GPU.
+
+        With ``preempt_recompute``, an iteration that ends a round (a verify
+        or an atomic round) first makes KV room for the tokens it may commit,
+        as a whole fused round does (see :meth:`_make_room`).
+        """
         split = self._split
         assert split is not None
         now = self.env.now
+        if kind in (ROUND, VERIFY_PASS) and self.kv_policy == "preempt_recompute":
+            per_token = self.kv_mb_per_token[FUSED]
+            batch = self._make_room(
+                batch,
+                FUSED,
+                lambda members: len(members) * (max(r.k for r in members) + 1) * per_token,
+            )
+            if not batch:
+                return  # its requests were evicted: the rule is asked again
         if kind == PREFILL:
             for req, work in batch:
                 need = self.kv_need_mb(req, work)
@@ -1301,9 +1315,18 @@ class TargetReplica:
         return batch
 
     def _newest_evictable(self, batch: list[RequestState], kind: str) -> tuple[RequestState, str]:
-        """The most recently admitted request in the batch or waiting in the decode lane."""
+        """The most recently admitted request in the batch or waiting in a lane.
+
+        Under a lane rule the verify lane and the current pass hold fused
+        requests waiting too; requests of an iteration under way are never
+        evicted.
+        """
         in_batch = {id(req) for req in batch}
         queued = {id(req): lane for lane, queue in self.decode_q.items() for req in queue}
+        for req in self.verify_q:
+            queued[id(req)] = FUSED
+        for req in self._pass_q:
+            queued[id(req)] = FUSED
         for req in reversed(self.holders):
             if id(req) in in_batch:
                 return req, kind
@@ -1316,6 +1339,10 @@ class TargetReplica:
         queue = self.decode_q[kind]
         if victim in queue:
             queue.remove(victim)
+        elif victim in self.verify_q:
+            self.verify_q.remove(victim)  # its drafts are dropped with its KV
+        elif victim in self._pass_q:
+            self._pass_q.remove(victim)
         self.release(victim)
         victim.preemptions += 1
         self.prefill_q.insert(0, (victim, kind, victim.arrival_s))

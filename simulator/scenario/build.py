@@ -881,13 +881,14 @@ class _Builder:
                 "lane rule without fused rounds",
             )
             return LanesSpec()
-        if sched["kv"]["on_full"] != "queue":
+        if sched["kv"]["on_full"] != "queue" and raw["gpu_sharing"] == "overlap":
             self.issue(
                 "scheduler.kv.on_full",
                 sched["kv"]["on_full"],
-                f"queue with scheduler.arbitration.policy {rule} (lane rules reserve every "
-                "request's KV at prefill; recompute preemption is not modelled for them)",
-                "KV rule the lane rules do not run",
+                f"queue with scheduler.arbitration.policy {rule} and scheduler.lanes.gpu_sharing "
+                "overlap (recompute preemption is modelled for one iteration at a time: "
+                "gpu_sharing serialized)",
+                "KV rule the overlapping lanes do not run",
             )
         micro_schema = _SCHEMA["properties"]["scheduler"]["properties"]["verify"]["properties"][
             "microbatch"
