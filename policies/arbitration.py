@@ -14,6 +14,29 @@ batching policy, the running-set cap and KV) and chooses one iteration:
   several iterations (Sarathi-Serve, Agrawal et al., OSDI 2024; the default
   of current vLLM and SGLang).
 
+Lane rules split every fused round into a **draft** iteration (the draft
+model's ``k`` decode steps, on the decode lane) and a **verify** iteration
+(the target's pass over the drafts, on the verify lane), or run it as one
+**atomic round** on the decode lane; the lanes share the GPU as
+``scheduler.lanes`` says (Verify-PD documents' architectures):
+
+- ``baseline``: every request of the running set is its own worker running
+  batch-1 iterations (its prefill, then atomic rounds to completion); the
+  oldest waiting item goes first.
+- ``pd``: a prefill lane and a decode lane running atomic batch-1 rounds,
+  round-robin over the admitted requests; the lane whose head has waited
+  longest goes first (ties: decode).
+- ``pdv``: prefill, decode (draft iterations) and verify lanes, priorities
+  decode > verify > prefill at iteration boundaries; with
+  ``verify_first_margin`` m, verify goes first while its queue is longer than
+  the decode queue by more than m.
+- ``pdv_hybrid``: as ``pdv``, but while at most ``hybrid_threshold``
+  requests run the decode lane runs atomic batch-1 rounds.
+- ``pdv_unified``: one worker making passes: a pass admits one prompt while
+  the decode queue holds fewer than ``unified_admit_factor`` times the batch
+  size, then runs an atomic round for each of up to a batch of ready
+  requests, one after the other.
+
 Rules see the replica only through :class:`ReplicaLanes`; what a lane offers
 is an opaque batch that the replica knows how to run.
 """
@@ -28,6 +51,12 @@ from policies.batching import NO_PARAMS_SCHEMA, NoParams
 from policies.families import ARBITRATION
 
 INF = float("inf")
+
+PREFILL = "prefill"
+DECODE = "decode"
+VERIFY = "verify"
+"""A replica's lanes: prefill, decode (decode-lane work; draft iterations and
+atomic rounds under lane rules) and verify (verify iterations of split rounds)."""
 
 
 class Work(NamedTuple):
@@ -47,8 +76,8 @@ class Work(NamedTuple):
 class ReplicaLanes(Protocol):
     """What an arbitration rule may ask a replica's lanes."""
 
-    def offer_prefill(self) -> tuple[Any, float]:
-        """Return the prefill lane's batch of whole prompts now, else ``None`` and when to ask again."""
+    def offer_prefill(self, limit: int | None = None) -> tuple[Any, float]:
+        """Return the prefill lane's batch (at most ``limit`` prompts), else ``None`` and a wake time."""
         ...
 
     def offer_step(self, token_budget: int | None = None) -> tuple[Any, float]:
@@ -63,9 +92,62 @@ class ReplicaLanes(Protocol):
         """Return prefill chunks that fit ``token_budget`` tokens beside ``step``, or ``None``."""
         ...
 
+    # -- what lane rules (split rounds) also ask ---------------------------
+    @property
+    def running(self) -> int:
+        """Requests prefilled (or being prefilled) and not finished."""
+        ...
+
+    def queue_length(self, lane: str) -> int:
+        """Return how many items wait in ``lane`` (``prefill``, ``decode`` or ``verify``)."""
+        ...
+
+    def head_since_s(self, lane: str) -> float:
+        """Return since when the head of ``lane`` has waited (inf: the lane is empty)."""
+        ...
+
+    def lane_idle(self, lane: str) -> bool:
+        """Return whether ``lane`` runs no iteration now."""
+        ...
+
+    def iterations_running(self) -> int:
+        """Return how many iterations run on the GPU now."""
+        ...
+
+    def batch_limit(self) -> int:
+        """Return the decode and verify lanes' batch size (``scheduler.verify`` max_batch)."""
+        ...
+
+    def offer_draft(self) -> Any:
+        """Take the decode lane's batch for a draft iteration, or return ``None``."""
+        ...
+
+    def offer_verify(self) -> Any:
+        """Take the verify lane's batch for a verify iteration, or return ``None``."""
+        ...
+
+    def offer_round(self) -> Any:
+        """Take the next request for an atomic round (the pass first), or return ``None``."""
+        ...
+
+    def pass_left(self) -> int:
+        """Return the requests of the current pass still to run their round."""
+        ...
+
+    def start_pass(self, limit: int) -> int:
+        """Move up to ``limit`` requests from the decode lane's head into a pass; return the count."""
+        ...
+
 
 class ArbitrationRule(Protocol):
-    """Chooses a replica's next iteration."""
+    """Chooses a replica's next iteration.
+
+    A replica builds its own rule, so a rule may keep per-replica state. A
+    rule whose class sets ``splits_rounds = True`` runs a fused replica's
+    rounds as separate draft and verify iterations (and atomic rounds), on a
+    GPU shared as ``scheduler.lanes`` says; the replica then asks it again
+    whenever the GPU may take another iteration.
+    """
 
     def choose(self, lanes: ReplicaLanes) -> tuple[Work | None, float]:
         """Return the next iteration, or ``None`` and when to decide again (inf: on a change)."""
@@ -140,3 +222,229 @@ class ChunkedPrefill:
         if step is None and chunks is None:
             return None, wake_at
         return Work(step=step, chunks=chunks), wake_at if step is None else INF
+
+
+# -- lane rules: split rounds ------------------------------------------------
+class _LaneRule:
+    """What every lane rule shares: it splits rounds and has no verify lane unless it says so."""
+
+    splits_rounds: ClassVar[bool] = True
+    verify_lane: ClassVar[bool] = False
+    """Whether the k controller's queue depth is the verify lane's (else the decode lane's)."""
+
+
+class _OldestFirst(_LaneRule):
+    """Prefill lane and a decode lane of atomic batch-1 rounds; the oldest head goes first."""
+
+    per_request: ClassVar[bool] = False
+    """Every request is its own worker (its prefills and rounds are batch-1 and never wait
+    for another request's iteration to end)."""
+
+    def __init__(self, params: NoParams | None = None) -> None:
+        self.params = params if params is not None else NoParams()
+
+    def choose(self, lanes: ReplicaLanes) -> tuple[Work | None, float]:
+        """Try the lane whose head waited longest first (ties: decode), the other after."""
+        if lanes.head_since_s(PREFILL) < lanes.head_since_s(DECODE):
+            order: tuple[str, str] = (PREFILL, DECODE)
+        else:
+            order = (DECODE, PREFILL)
+        per_request = self.per_request
+        wake_s = INF
+        for lane in order:
+            if not per_request and not lanes.lane_idle(lane):
+                continue
+            if lane == PREFILL:
+                batch, wake_at = lanes.offer_prefill(1 if per_request else None)
+                if batch is not None:
+                    return Work(prefill=batch), INF
+                wake_s = min(wake_s, wake_at)
+            else:
+                step = lanes.offer_round()
+                if step is not None:
+                    return Work(step=step), INF
+        return None, wake_s
+
+
+@ARBITRATION.register
+class Baseline(_OldestFirst):
+    """Every running request is its own batch-1 worker (Verify-PD baseline)."""
+
+    name: ClassVar[str] = "baseline"
+    Params: ClassVar[type[NoParams]] = NoParams
+    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+    per_request: ClassVar[bool] = True
+
+
+@ARBITRATION.register
+class PrefillDecode(_OldestFirst):
+    """A prefill lane and a round-robin decode lane of atomic batch-1 rounds (Verify-PD PD)."""
+
+    name: ClassVar[str] = "pd"
+    Params: ClassVar[type[NoParams]] = NoParams
+    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
+
+
+_VERIFY_FIRST_MARGIN_SCHEMA: Mapping[str, Any] = {
+    "type": ["integer", "null"],
+    "minimum": 0,
+    "default": None,
+    "description": "Verify goes before decode while the verify queue is longer than the "
+    "decode queue by more than this (the Verify-PD scheduler's rule uses 2); null: never.",
+}
+
+
+@dataclass(frozen=True)
+class PdvParams:
+    """Parameters of :class:`PrefillDecodeVerify`.
+
+    Attributes:
+        verify_first_margin: Verify before decode while the verify queue is
+            longer than the decode queue by more than this (``None``: never).
+    """
+
+    verify_first_margin: int | None = None
+
+
+@ARBITRATION.register
+class PrefillDecodeVerify(_LaneRule):
+    """Prefill, decode (draft) and verify lanes, decode > verify > prefill (Verify-PD PDV)."""
+
+    name: ClassVar[str] = "pdv"
+    Params: ClassVar[type[Any]] = PdvParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"verify_first_margin": _VERIFY_FIRST_MARGIN_SCHEMA},
+    }
+    verify_lane: ClassVar[bool] = True
+
+    def __init__(self, params: Any = None) -> None:
+        self.params = params if params is not None else self.Params()
+        self.margin: int | None = self.params.verify_first_margin
+        self.rounds_up_to = -1
+        """Atomic rounds instead of draft iterations while at most this many requests run."""
+
+    def choose(self, lanes: ReplicaLanes) -> tuple[Work | None, float]:
+        """The first idle lane with work, in priority order."""
+        margin = self.margin
+        if margin is not None and lanes.queue_length(VERIFY) > lanes.queue_length(DECODE) + margin:
+            order: tuple[str, ...] = (VERIFY, DECODE, PREFILL)
+        else:
+            order = (DECODE, VERIFY, PREFILL)
+        atomic = lanes.running <= self.rounds_up_to
+        for lane in order:
+            if not lanes.lane_idle(lane):
+                continue
+            if lane == PREFILL:
+                batch, wake_at = lanes.offer_prefill()
+                if batch is not None:
+                    return Work(prefill=batch), INF
+                return None, wake_at
+            if lane == DECODE:
+                step = lanes.offer_round() if atomic else lanes.offer_draft()
+            else:
+                step = lanes.offer_verify()
+            if step is not None:
+                return Work(step=step), INF
+        return None, INF
+
+
+@dataclass(frozen=True)
+class PdvHybridParams:
+    """Parameters of :class:`PrefillDecodeVerifyHybrid`.
+
+    Attributes:
+        verify_first_margin: As :class:`PdvParams`.
+        hybrid_threshold: Atomic batch-1 rounds while at most this many
+            requests run; draft and verify iterations above.
+    """
+
+    verify_first_margin: int | None = None
+    hybrid_threshold: int = 3
+
+
+@ARBITRATION.register
+class PrefillDecodeVerifyHybrid(PrefillDecodeVerify):
+    """As ``pdv``, with ``pd``'s atomic rounds while few requests run (Verify-PD hybrid)."""
+
+    name: ClassVar[str] = "pdv_hybrid"
+    Params: ClassVar[type[Any]] = PdvHybridParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "verify_first_margin": _VERIFY_FIRST_MARGIN_SCHEMA,
+            "hybrid_threshold": {
+                "type": "integer",
+                "minimum": 0,
+                "default": 3,
+                "description": "Atomic rounds while at most this many requests run "
+                "(the Verify-PD hybrid uses 3).",
+            },
+        },
+    }
+
+    def __init__(self, params: PdvHybridParams | None = None) -> None:
+        super().__init__(params if params is not None else PdvHybridParams())
+        self.rounds_up_to = self.params.hybrid_threshold
+
+
+@dataclass(frozen=True)
+class UnifiedParams:
+    """Parameters of :class:`UnifiedWorker`.
+
+    Attributes:
+        unified_admit_factor: A pass admits one prompt while the decode queue
+            holds fewer than this many times the batch size.
+    """
+
+    unified_admit_factor: float = 1.2
+
+
+@ARBITRATION.register
+class UnifiedWorker(_LaneRule):
+    """One worker making passes: a prompt, then a batch's atomic rounds (Verify-PD unified)."""
+
+    name: ClassVar[str] = "pdv_unified"
+    Params: ClassVar[type[UnifiedParams]] = UnifiedParams
+    params_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "unified_admit_factor": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "default": 1.2,
+                "description": "A pass admits one prompt while the decode queue holds fewer "
+                "than this many times scheduler.verify.batching.max_batch requests (the "
+                "Verify-PD unified worker uses 1.2).",
+            }
+        },
+    }
+
+    def __init__(self, params: UnifiedParams | None = None) -> None:
+        self.params = params if params is not None else UnifiedParams()
+        self.admit_factor = self.params.unified_admit_factor
+        self.admitted = False
+        """The current pass has admitted its prompt."""
+
+    def choose(self, lanes: ReplicaLanes) -> tuple[Work | None, float]:
+        """One iteration at a time: the pass's prompt, then its rounds one by one."""
+        if lanes.iterations_running():
+            return None, INF
+        wake_s = INF
+        if not lanes.pass_left():
+            if (
+                not self.admitted
+                and lanes.queue_length(PREFILL)
+                and lanes.queue_length(DECODE) < self.admit_factor * lanes.batch_limit()
+            ):
+                batch, wake_s = lanes.offer_prefill(1)
+                if batch is not None:
+                    self.admitted = True
+                    return Work(prefill=batch), INF
+            self.admitted = False
+            if not lanes.start_pass(lanes.batch_limit()):
+                return None, wake_s
+        return Work(step=lanes.offer_round()), wake_s

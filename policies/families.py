@@ -32,7 +32,8 @@ HYBRID_MODE: PolicyRegistry[Any] = new_family(
 )
 ARBITRATION: PolicyRegistry[Any] = new_family(
     "arbitration",
-    "Chooses which lane's work forms a target replica's next iteration (prefill first, chunked).",
+    "Chooses which lane's work forms a target replica's next iteration (whole rounds: prefill "
+    "first, chunked; lane rules split fused rounds into draft and verify iterations).",
 )
 DRAFT_SELECTION: PolicyRegistry[Any] = new_family(
     "draft_selection",

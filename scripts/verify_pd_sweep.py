@@ -189,6 +189,7 @@ def variant_document(
         }
     if variant.kind != "lanes":
         del doc["scheduler"]["lanes"]
+        doc["scheduler"].pop("arbitration", None)
     doc["scenario_id"] = f"{doc.get('scenario_id', 'verify_pd')}_{variant.name}"
     return doc
 
@@ -214,7 +215,7 @@ def architecture_overrides(
     if architecture not in LANE_ARCHITECTURES:
         return {}
     overrides: dict[str, Any] = {
-        "scheduler.lanes.architecture": architecture,
+        "scheduler.arbitration.policy": architecture,
         "scheduler.lanes.host_overhead_ms": host_overhead_ms,
     }
     if overlap_efficiency is not None:

@@ -305,7 +305,17 @@ def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterato
     if validator == "additionalProperties" and isinstance(error.instance, Mapping):
         known = sorted(schema.get("properties", {}))
         extra = [k for k in error.instance if k not in schema.get("properties", {})]
+        moved = schema.get("x-moved-keys", {})
         for name in extra:
+            if name in moved:
+                yield make_issue(
+                    file,
+                    key_path([*path, name]),
+                    error.instance[name],
+                    f"the key {moved[name]}",
+                    "key that has moved",
+                )
+                continue
             hint = _did_you_mean(str(name), known)
             yield make_issue(
                 file,

@@ -829,14 +829,14 @@ CASES: dict[str, Case] = {
                     "planner",
                     {"enabled": True, "model_load_s": 30, "candidates": {"max_microbatch": [4]}},
                 )(d),
-                _set("scheduler.lanes.architecture", "pdv")(d),
+                _set("scheduler.arbitration.policy", "pdv")(d),
             ),
             mode="fused",
         ),
         "scenario.yaml",
         "planner.candidates.max_microbatch",
         "[4]",
-        "the key left out with scheduler.lanes.architecture pdv",
+        "the key left out with scheduler.arbitration.policy pdv",
     ),
     "planner fused fraction outside hybrid": Case(
         _edit(

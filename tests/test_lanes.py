@@ -1,4 +1,4 @@
-"""Lane architectures of a fused replica (``scheduler.lanes``), on event-order logs.
+"""Lane rules of a fused replica (``scheduler.arbitration``, ``scheduler.lanes``), on event logs.
 
 The fixture LUTs have constant latencies, so every schedule below is computed
 by hand: a fused prefill takes 10 ms, a draft step of the draft model 2 ms
@@ -10,6 +10,7 @@ of 11 tokens (1 at prefill) takes two rounds.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,22 @@ import pytest
 import simpy
 import yaml
 
+from policies import policy_enums, registry
+from policies.arbitration import PdvHybridParams, UnifiedWorker
 from simulator import load_scenario, run
+from simulator.engine.core import Engine
 from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, SharedGpu
+from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import ListTracer
 from simulator.errors import InputError
+from simulator.rng import RandomStreams
+from simulator.runner import build_requests
+from tests.commands import run_python
 from tests.engine_fixtures import constant, write_lut, write_scenario
 from tests.test_serving_discipline import _target_profile, _with_target_profile
 
 ARCHITECTURES = ("baseline", "pd", "pdv", "pdv_hybrid", "pdv_unified")
+RULE_PARAMS = ("verify_first_margin", "hybrid_threshold", "unified_admit_factor")
 
 
 def _scenario(
@@ -37,14 +46,15 @@ def _scenario(
     mode: str = "fused",
     **lanes: Any,
 ) -> Path:
+    """A fused scenario under the lane rule ``architecture``; rule params go to its params."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     write_lut(
         tmp_path / "drafter.csv", "draft-model", "a100-sxm4-80gb", {"draft_decode": constant(2.0)}
     )
     trace = tmp_path / "trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    params = {k: lanes.pop(k) for k in RULE_PARAMS if k in lanes}
     section: dict[str, Any] = {
-        "architecture": architecture,
         "drafter": {"model": "draft-model", "lut": "drafter.csv"},
         "verifier": {"model": "target-model", "lut": "target.csv"},
         **lanes,
@@ -66,6 +76,7 @@ def _scenario(
         },
         fused_phases={"prefill": constant(10.0), "fused_decode": lambda c, b, k: 20.0 + 2.0 * k},
         extra={
+            "scheduler.arbitration": {"policy": architecture, "params": params},
             "scheduler.lanes": section,
             "scheduler.prefill": {"batching": {"max_batch": prefill_batch, "max_wait_ms": 0}},
             "scheduler.verify": {"batching": {"max_batch": lane_batch, "max_wait_ms": 0}},
@@ -340,6 +351,68 @@ def test_every_token_is_delivered_once(tmp_path, architecture, sharing):
     assert list(requests["generated_tokens"]) == [5 + 7 * i for i in range(12)]
 
 
+# -- recompute preemption ------------------------------------------------------------
+def _tight_kv(path: Path, tmp_path: Path, kv_mb: float) -> Path:
+    """The scenario with ``preempt_recompute`` on a replica holding ``kv_mb`` of KV."""
+    _edit(path, "scheduler.kv", {"on_full": "preempt_recompute"})
+    return _with_target_profile(
+        path, _target_profile(tmp_path, memory={"kv_cache_limit_mb": kv_mb})
+    )
+
+
+def test_a_lane_rule_evicts_the_newest_request_when_a_round_would_not_fit(tmp_path):
+    """0.5 MB of KV per token, 104 MB: two prompts of 100 tokens fit (50.5 MB each at prefill).
+
+    Request 0's first round (20-48 ms) commits 5 tokens (2.5 MB); request 1's
+    round then needs 2.5 MB with 0.5 MB free: request 1, the newest, is evicted
+    (its 50.5 MB freed) and goes first in the prefill lane, whose head has waited
+    longest, so it recomputes its 101 tokens of context (51 MB: exactly what is
+    free) at 48 ms. At 58 ms request 0's round needs 2.5 MB with none free:
+    request 1, newest again, is evicted again; request 0 finishes at 86 ms and
+    request 1 recomputes, then runs its two rounds.
+    """
+    path = _tight_kv(_scenario(tmp_path, "pd", ["0.0,100,11", "0.0,100,11"]), tmp_path, 104.0)
+    tracer = ListTracer()
+    result = run(load_scenario(path), tracer=tracer)
+    starts = [
+        (round(t * 1000.0, 3), kind[len("lane_") : -len("_start")], detail[len("requests=") :])
+        for t, kind, _subject, detail in tracer.events
+        if kind.startswith("lane_") and kind.endswith("_start")
+    ]
+    assert starts == [
+        (0.0, "prefill", "0"),
+        (10.0, "prefill", "1"),
+        (20.0, "round", "0"),
+        (48.0, "prefill", "1"),
+        (58.0, "round", "0"),
+        (86.0, "prefill", "1"),
+        (96.0, "round", "1"),
+        (124.0, "round", "1"),
+    ]
+    preempts = [
+        (round(t * 1000.0, 3), who) for t, kind, who, _ in tracer.events if kind == "preempt"
+    ]
+    assert preempts == [(48.0, "request 1"), (58.0, "request 1")]
+    frame = result.requests
+    assert list(frame["preemptions"]) == [0, 2]
+    assert list(frame["kv_peak_mb"]) == [55.5, 56.0]
+    assert list(frame["generated_tokens"]) == [11, 11]
+    assert frame["kv_peak_mb"].max() <= 104.0
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_every_lane_rule_finishes_everything_under_memory_pressure(tmp_path, architecture):
+    """Growth evicts the newest requests; the oldest always progress, every token once."""
+    rows = [f"{0.002 * i:.3f},{100 + 10 * i},{20 + 3 * i}" for i in range(12)]
+    path = _scenario(tmp_path, architecture, rows, prefill_batch=4, lane_batch=3)
+    result = run(load_scenario(_tight_kv(path, tmp_path, 200.0)))
+    frame = result.requests
+    assert (frame["outcome"] == "completed").all()
+    assert list(frame["generated_tokens"]) == [20 + 3 * i for i in range(12)]
+    assert frame["preemptions"].sum() > 0
+    assert frame["kv_peak_mb"].max() <= 200.0
+
+
 # -- refusals ------------------------------------------------------------------------
 def _refused(path: Path) -> str:
     with pytest.raises(InputError) as err:
@@ -364,29 +437,34 @@ ONE = ["0.0,100,11"]
 @pytest.mark.parametrize(
     ("architecture", "lanes", "edits", "key", "allowed"),
     [
-        ("pdv", {}, {}, "scheduler.lanes.architecture", "engine in mode 'distributed'"),
         (
             "pdv",
             {},
-            {"scheduler.arbitration": {"policy": "chunked_prefill", "params": {}}},
-            "scheduler.arbitration",
-            "the architecture is the replica's arbitration rule",
+            {},
+            "scheduler.arbitration.policy",
+            "prefill_first or chunked_prefill in mode 'distributed'",
         ),
         (
             "pd",
-            {},
+            {"gpu_sharing": "overlap", "overlap_efficiency": 0.8},
             {"scheduler.kv": {"on_full": "preempt_recompute"}},
             "scheduler.kv.on_full",
-            "queue with scheduler.lanes.architecture pd",
+            "queue with scheduler.arbitration.policy pd and scheduler.lanes.gpu_sharing overlap",
         ),
-        ("pd", {"verify_first_margin": 2}, {}, "scheduler.lanes.verify_first_margin", "pdv"),
-        ("pdv", {"hybrid_threshold": 5}, {}, "scheduler.lanes.hybrid_threshold", "pdv_hybrid"),
+        ("pd", {"verify_first_margin": 2}, {}, "scheduler.arbitration.params", "no keys"),
+        (
+            "pdv",
+            {"hybrid_threshold": 5},
+            {},
+            "scheduler.arbitration.params.hybrid_threshold",
+            "keys verify_first_margin",
+        ),
         (
             "pdv",
             {"unified_admit_factor": 1.0},
             {},
-            "scheduler.lanes.unified_admit_factor",
-            "pdv_unified",
+            "scheduler.arbitration.params.unified_admit_factor",
+            "keys verify_first_margin",
         ),
         ("pdv", {"gpu_sharing": "overlap"}, {}, "scheduler.lanes.overlap_efficiency", "0.5"),
         ("pdv", {"overlap_efficiency": 0.8}, {}, "scheduler.lanes.overlap_efficiency", "null"),
@@ -405,25 +483,20 @@ ONE = ["0.0,100,11"]
             "scheduler.lanes.verifier",
             "verify rows of model draft-model on a100-sxm4-80gb",
         ),
-        ("engine", {}, {"scheduler.lanes.host_overhead_ms": 5}, "scheduler.lanes", "engine"),
         (
             "pdv",
             {},
             {"scheduler.verify.microbatch": {"max_microbatch": 4}},
             "scheduler.verify.microbatch",
-            "the defaults with scheduler.lanes.architecture pdv",
+            "the defaults with scheduler.arbitration.policy pdv",
         ),
     ],
 )
 def test_contradictory_lane_settings_are_refused(
     tmp_path, architecture, lanes, edits, key, allowed
 ):
-    mode = "distributed" if key == "scheduler.lanes.architecture" else "fused"
+    mode = "distributed" if key == "scheduler.arbitration.policy" else "fused"
     path = _scenario(tmp_path, architecture, ONE, mode=mode, **lanes)
-    if architecture == "engine":
-        document = yaml.safe_load(path.read_text())
-        document["scheduler"]["lanes"] = {"architecture": "engine"}
-        path.write_text(yaml.safe_dump(document, sort_keys=False))
     for dotted, value in edits.items():
         _edit(path, dotted, value)
     text = _refused(path)
@@ -431,14 +504,81 @@ def test_contradictory_lane_settings_are_refused(
     assert allowed in text
 
 
-def test_the_default_architecture_is_the_engine_replica(tmp_path):
-    """Left out, scheduler.lanes is the engine's replica: no lane events, fused rounds."""
+@pytest.mark.parametrize("rule", ["prefill_first", "chunked_prefill"])
+def test_a_whole_round_rule_refuses_the_lane_keys_it_does_not_use(tmp_path, rule):
+    """Every scheduler.lanes key is refused under a rule that runs whole rounds."""
+    path = _scenario(tmp_path, "pdv", ONE, host_overhead_ms=5.0)
+    _edit(path, "scheduler.arbitration", {"policy": rule, "params": {}})
+    text = _refused(path)
+    for key in ("drafter", "verifier", "host_overhead_ms"):
+        assert f"scheduler.lanes.{key}" in text
+    assert f"scheduler.arbitration.policy {rule} runs whole rounds" in text
+
+
+@pytest.mark.parametrize(
+    ("old_key", "value", "new_key"),
+    [
+        ("architecture", "pdv", "scheduler.arbitration.policy"),
+        ("verify_first_margin", 2, "scheduler.arbitration.params.verify_first_margin"),
+        ("hybrid_threshold", 3, "scheduler.arbitration.params.hybrid_threshold"),
+        ("unified_admit_factor", 1.2, "scheduler.arbitration.params.unified_admit_factor"),
+    ],
+)
+def test_the_former_architecture_keys_are_refused_naming_their_new_place(
+    tmp_path, old_key, value, new_key
+):
+    """scheduler.lanes.architecture and its parameters moved to scheduler.arbitration."""
+    path = _edit(_scenario(tmp_path, "pdv", ONE), f"scheduler.lanes.{old_key}", value)
+    text = _refused(path)
+    assert f"scheduler.lanes.{old_key}: key that has moved" in text
+    assert f"the key {new_key}" in text
+
+
+def test_the_cli_refuses_scheduler_lanes_architecture_with_exit_2(tmp_path):
+    path = _edit(_scenario(tmp_path, "pdv", ONE), "scheduler.lanes.architecture", "pdv")
+    done = run_python("-m", "simulator", "run", str(path), "-o", str(tmp_path / "out"), "-q")
+    assert done.returncode == 2
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output
+    assert "scheduler.lanes.architecture" in output
+    assert "scheduler.arbitration.policy" in output
+    assert not (tmp_path / "out" / "requests.csv").exists()
+
+
+def test_the_arbitration_registry_lists_the_lane_rules():
+    assert policy_enums()["arbitration"] == sorted(
+        ["chunked_prefill", "prefill_first", *ARCHITECTURES]
+    )
+    family = registry("arbitration")
+    for name in ARCHITECTURES:
+        assert family.get(name).splits_rounds is True
+    for name in ("prefill_first", "chunked_prefill"):
+        assert not getattr(family.get(name), "splits_rounds", False)
+    assert family.get("pdv_hybrid").Params() == PdvHybridParams(None, 3)
+    assert family.get("pdv_unified").Params().unified_admit_factor == 1.2
+
+
+def test_every_replica_builds_its_own_rule(tmp_path):
+    """Rules may keep per-replica state (pdv_unified's pass): one instance per replica."""
+    scenario = load_scenario(_scenario(tmp_path, "pdv_unified", ONE))
+    runtime = build_runtime(scenario)
+    two = replace(runtime, replicas=(runtime.replicas[0], runtime.replicas[0]))
+    engine = Engine(two, build_requests(scenario), RandomStreams(scenario.seed))
+    first, second = engine.replicas
+    assert isinstance(first.arbiter, UnifiedWorker)
+    assert first.arbiter is not second.arbiter
+
+
+def test_the_default_rule_runs_whole_rounds(tmp_path):
+    """Left out, scheduler.arbitration is prefill_first: no lane events, fused rounds."""
     path = _scenario(tmp_path, "pdv", THREE)
     document = yaml.safe_load(path.read_text())
     del document["scheduler"]["lanes"]
+    del document["scheduler"]["arbitration"]
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     scenario = load_scenario(path)
-    assert scenario.scheduler.lanes.architecture == "engine"
+    assert scenario.scheduler.arbitration.name == "prefill_first"
+    assert scenario.scheduler.lanes.split_rounds is False
     events, result = _log(path)
     assert events == []
     assert result.summary["requests"]["completed"] == 3

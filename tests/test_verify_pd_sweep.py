@@ -100,6 +100,7 @@ def test_plain_decoding_variant_drops_the_lanes_and_keeps_the_target():
         == (base["scheduler"]["lanes"]["verifier"]["model"])
     )
     assert "lanes" not in doc["scheduler"]
+    assert "arbitration" not in doc["scheduler"]  # the base's lane rule goes with the lanes
     assert "arrival" not in doc["workload"]["synthetic"]
     assert doc["workload"]["synthetic"]["num_requests"] == 10
 
@@ -172,7 +173,7 @@ def test_architecture_overrides_name_the_lane_keys_in_one_place():
     assert vpd.architecture_overrides("none", 0.0, None) == {}
     serialized = vpd.architecture_overrides("pdv", 5.0, None)
     assert serialized == {
-        "scheduler.lanes.architecture": "pdv",
+        "scheduler.arbitration.policy": "pdv",
         "scheduler.lanes.host_overhead_ms": 5.0,
     }
     overlap = vpd.architecture_overrides("pd", 0.0, 0.7)

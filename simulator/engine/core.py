@@ -52,7 +52,6 @@ from simulator.engine.clock import URGENT, call_after, call_at
 from simulator.engine.closed_loop import ClosedLoopDriver
 from simulator.engine.costs import DECODE, FUSED, VERIFY, LutStepPredictor
 from simulator.engine.draft_device import DraftDevice
-from simulator.engine.lane_replica import LaneReplica
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
@@ -269,7 +268,7 @@ class Engine:
                 "draft": _instantiate(sched.draft.policy, sched.draft.limits),
                 **_decode_lanes(sched.verify),
             },
-            arbiter=_instantiate(sched.arbitration),
+            new_arbiter=partial(_instantiate, sched.arbitration),
             microbatcher=Microbatcher(micro, sched.verify.limits.max_batch),
             kv_policy=sched.kv_on_full,
             k_reserve=(settings.k_max + 1) if settings.mode != "none" else 0,
@@ -278,6 +277,7 @@ class Engine:
             max_running=sched.max_running_requests,
             prefill_max_batch=sched.prefill.limits.max_batch,
             signal_window=signal_window,
+            split_lanes=sched.lanes,
         )
         self.router = _instantiate(sched.routing, streams=streams)
         self.admission = _instantiate(sched.admission)
@@ -317,7 +317,6 @@ class Engine:
             else None
         )
         """Chooses each distributed request's drafter model (``None``: one model per class)."""
-        self._lanes = sched.lanes
         self.decode_lane = sched.verify
         """The decode (verify) lane's policy, limits and microbatching (a planner may change it)."""
         self.replicas = [
@@ -1104,10 +1103,8 @@ class Engine:
         return counts
 
     def _new_replica(self, index: int, plan: ReplicaPlan) -> TargetReplica:
-        """A replica of ``plan``: lanes of ``scheduler.lanes`` where it has lane costs."""
-        if plan.lane_costs is None:
-            return TargetReplica(self.context, index, plan)
-        return LaneReplica(self.context, index, plan, self._lanes)
+        """A replica of ``plan`` (its arbitration rule decides how its lanes run)."""
+        return TargetReplica(self.context, index, plan)
 
     def _replica_ready(self, replica: TargetReplica) -> None:
         """A new replica has loaded its model: it serves, unless drained meanwhile."""

@@ -200,7 +200,7 @@ class LaneCosts:
 
     A fused LUT composes a round as the draft model's ``k`` decode steps then
     the target's verify of ``k`` drafts (``lut_population/PLAN.md`` 4.7); a
-    lane architecture runs the two as separate iterations, priced from the
+    lane rule of ``scheduler.arbitration`` runs the two as separate iterations, priced from the
     LUTs they are composed of.
 
     Attributes:

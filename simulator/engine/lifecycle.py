@@ -11,7 +11,7 @@ the protocol.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from policies.arbitration import ArbitrationRule
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.request_state import RequestState
 from simulator.engine.tracing import Tracer
+from simulator.scenario.model import LanesSpec
 
 
 class RequestLifecycle(Protocol):
@@ -75,7 +76,10 @@ class ServerContext:
         lanes: The batching policies by lane: ``prefill``, ``draft``,
             ``verify`` and ``continuous`` (the decode lane's policy for work
             that never waits for a batch).
-        arbiter: The replicas' lane arbitration rule.
+        new_arbiter: Builds a replica's lane arbitration rule (one per replica:
+            a rule may keep per-replica state).
+        split_lanes: ``scheduler.lanes``: how split iterations share a
+            replica's GPU (read under lane rules only).
         microbatcher: Splits and prices decode-lane batches.
         kv_policy: ``scheduler.kv.on_full``.
         k_reserve: Draft tokens a request's KV reserves beyond its output.
@@ -92,7 +96,7 @@ class ServerContext:
     tracer: Tracer
     tracing: bool
     lanes: Mapping[str, Any]
-    arbiter: ArbitrationRule
+    new_arbiter: Callable[[], ArbitrationRule]
     microbatcher: Microbatcher
     kv_policy: str
     k_reserve: int
@@ -100,4 +104,5 @@ class ServerContext:
     fuse_iterations: bool
     max_running: int
     prefill_max_batch: int
+    split_lanes: LanesSpec
     signal_window: int = 0

@@ -49,8 +49,8 @@ class ReplicaPlan:
         availability: When it can work.
         gpus: GPUs in the replica.
         fused_acceptance: Acceptance curve of its fused model (fused and hybrid modes).
-        lane_costs: The split draft and verify costs of a lane architecture
-            (``None``: the replica of ``scheduler.arbitration``).
+        lane_costs: The split draft and verify costs of a fused round under a
+            lane rule of ``scheduler.arbitration`` (``None``: whole rounds).
         role: The work new requests bring it (see :data:`ROLE_MODES`): ``both``
             unless a planner's draft/verify split gave it ``draft`` or ``verify``.
     """
@@ -288,10 +288,10 @@ class _Resolver:
         )
 
     def lane_costs(self, device: DeviceClass) -> LaneCosts | None:
-        """The split draft and verify costs of a lane architecture (else ``None``)."""
+        """The split draft and verify costs of a lane rule's rounds (else ``None``)."""
         scenario = self.scenario
         lanes = scenario.scheduler.lanes
-        if lanes.architecture == "engine" or device.fused_model is None:
+        if not lanes.split_rounds or device.fused_model is None:
             return None
         assert lanes.drafter is not None and lanes.verifier is not None
         out_of_range = scenario.simulation.lut_out_of_range

@@ -1,12 +1,18 @@
 """A target replica: one GPU group running iteration-level batches.
 
-A replica has two lanes sharing its GPU(s): the **prefill** lane and the
-**decode** lane (plain decode iterations in ``none`` mode, verify iterations
-of clients' speculative bundles in ``distributed`` mode, fused draft+verify
-iterations in ``fused`` mode; hybrid replicas hold verify and fused work and
-run one kind per iteration). It runs one iteration at a time; when both lanes
-have work the prefill lane goes first, as vLLM's default scheduler does. Each
-lane's batching policy decides which waiting items form the next iteration.
+A replica is a set of lanes sharing its GPU(s), each a queue with its batch
+limit: the **prefill** lane, the **decode** lane (plain decode iterations in
+``none`` mode, verify iterations of clients' speculative bundles in
+``distributed`` mode, fused draft+verify iterations in ``fused`` mode; hybrid
+replicas hold verify and fused work and run one kind per iteration) and, when
+fused rounds are split, the **verify** lane. Its arbitration rule
+(``scheduler.arbitration``, :mod:`policies.arbitration`) chooses what runs
+next whenever the GPU may take an iteration; each lane's batching policy
+decides which waiting items form it. Rules that run whole rounds run one
+iteration at a time (``prefill_first``: when both lanes have work the prefill
+lane goes first, as vLLM's default scheduler does). Lane rules split fused
+rounds into draft and verify iterations on a GPU shared as
+``scheduler.lanes`` says (:mod:`simulator.engine.split_rounds`).
 
 Running set: a replica runs at most ``scheduler.max_running_requests``
 requests at once (prefilled, holding KV, not finished), like vLLM's
@@ -62,11 +68,14 @@ from typing import Any
 
 import simpy
 
+from policies.arbitration import PREFILL as PREFILL_LANE
+from policies.arbitration import VERIFY as VERIFY_LANE
 from policies.arbitration import Work
 from policies.views import QueuedItem
 from simulator.devices.model import Availability
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.costs import DECODE, FUSED, VERIFY, PhaseCost
+from simulator.engine.gpu_share import HOST
 from simulator.engine.heat import Heat
 from simulator.engine.kv import KvPool
 from simulator.engine.lifecycle import ServerContext
@@ -74,6 +83,14 @@ from simulator.engine.microbatch import Microbatcher
 from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ReplicaPlan
 from simulator.engine.signals import ReplicaWindow
+from simulator.engine.split_rounds import (
+    DRAFT,
+    LANE_OF,
+    PREFILL,
+    ROUND,
+    VERIFY_PASS,
+    SplitRounds,
+)
 from simulator.engine.tracing import Span
 
 INF = float("inf")
@@ -180,7 +197,20 @@ class TargetReplica:
         """Whether verify items carry their KV need and the free KV (``kv_aware_edf``)."""
         self._predict_prefill = bool(getattr(self._prefill_lane, "predicts_ttft", False))
         """Whether prefill items carry the predicted prefill batch time (``ttft_bounded``)."""
-        self.arbiter = context.arbiter
+        self.arbiter = context.new_arbiter()
+        self._split: SplitRounds | None = None
+        """The GPU shared by split iterations (``None``: the rule runs whole rounds)."""
+        if getattr(self.arbiter, "splits_rounds", False):
+            assert plan.lane_costs is not None, "a lane rule needs the split costs of a round"
+            prefill = plan.costs.prefill[FUSED]
+            assert prefill is not None
+            self._split = SplitRounds(self.env, context.split_lanes, plan.lane_costs, prefill)
+        self._watch_verify = bool(getattr(self.arbiter, "verify_lane", False))
+        """The k controller's queue depth is the verify lane's (else the decode lane's)."""
+        self.verify_q: list[RequestState] = []
+        """The verify lane of split rounds: requests whose drafts wait for their verify."""
+        self._pass_q: list[RequestState] = []
+        """Requests of the current pass still to run their round (``pdv_unified``)."""
         self._chunk_starts = context.prefill_max_batch
         self._chunking: list[tuple[RequestState, str]] = []
         self.microbatcher = context.microbatcher
@@ -252,19 +282,31 @@ class TargetReplica:
         self.holders.append(req)
 
     def waiting(self, kind: str) -> int:
-        """Requests in the decode lane waiting for an iteration of ``kind`` now."""
+        """Requests in the decode lane waiting for an iteration of ``kind`` now.
+
+        Under a rule with a verify lane (``pdv``, ``pdv_hybrid``), fused work
+        waiting means the verify lane's queue, the depth the Verify-PD
+        controller watches.
+        """
         if self._incoming:
             self._take_arrived(self.env.now)
+        if self._watch_verify and kind == FUSED:
+            return len(self.verify_q)
         return len(self.decode_q[kind])
 
     def queue_lengths(self) -> tuple[int, int, int, int]:
-        """Return (prefill, decode, verify, fused) queue lengths now."""
+        """Return (prefill, decode, verify, fused) queue lengths now.
+
+        Verify counts the verify bundles of the decode lane and the verify
+        lane of split rounds; fused, the fused rounds (or draft iterations)
+        waiting in the decode lane.
+        """
         if self._incoming:
             self._take_arrived(self.env.now)
         return (
             len(self.prefill_q),
             len(self.decode_q[DECODE]),
-            len(self.decode_q[VERIFY]),
+            len(self.decode_q[VERIFY]) + len(self.verify_q),
             len(self.decode_q[FUSED]),
         )
 
@@ -315,8 +357,13 @@ class TargetReplica:
             self._cut_run()  # a prefill batch fell due during a decode run
 
     def _decide(self) -> None:
-        """Start the next iteration, or arrange to decide again when work is due."""
-        while not self._busy:
+        """Start the next iteration(s), or arrange to decide again when work is due.
+
+        Whole-round rules start one iteration at a time; under a lane rule the
+        rule is asked again while the shared GPU may take another.
+        """
+        split = self._split
+        while not self._busy and (split is None or split.can_start()):
             now = self.env.now
             if not self.always_available and not self.available(now):
                 assert self.availability is not None
@@ -342,7 +389,12 @@ class TargetReplica:
     def _start(self, work: Work) -> None:
         """Start the iteration an arbitration rule chose (it may only evict, under KV pressure)."""
         prefill, step, chunks = work
-        if chunks is not None:
+        if self._split is not None:
+            if prefill is not None:
+                self._launch(PREFILL, prefill)
+            else:
+                self._launch(*step)
+        elif chunks is not None:
             self._start_mixed(step, chunks)
         elif prefill is not None:
             self._start_prefill(prefill)
@@ -354,11 +406,11 @@ class TargetReplica:
                 self._start_speculative(batch, kind)
 
     # -- what the lanes offer (see policies.arbitration.ReplicaLanes) --------
-    def offer_prefill(self) -> tuple[Any, float]:
-        """The prefill lane's batch of whole prompts now, else ``None`` and when to ask again."""
+    def offer_prefill(self, limit: int | None = None) -> tuple[Any, float]:
+        """The prefill lane's batch now (at most ``limit`` prompts), else ``None`` and a wake time."""
         if not self.prefill_q:
             return None, INF
-        batch, wake_at = self._select_prefill()
+        batch, wake_at = self._select_prefill(limit)
         if batch:
             return batch, INF
         return None, wake_at
@@ -564,6 +616,162 @@ class TargetReplica:
             free_mb -= need
             slots -= 1
         return chunks or None
+
+    # -- what lane rules also ask (split rounds) ------------------------------
+    def queue_length(self, lane: str) -> int:
+        """Items waiting in ``lane``: ``prefill``, ``decode`` (every kind) or ``verify`` (split)."""
+        if lane == PREFILL_LANE:
+            return len(self.prefill_q)
+        if lane == VERIFY_LANE:
+            return len(self.verify_q)
+        queues = self.decode_q
+        return len(queues[DECODE]) + len(queues[VERIFY]) + len(queues[FUSED])
+
+    def head_since_s(self, lane: str) -> float:
+        """Since when the head of ``lane`` has waited (inf: the lane is empty)."""
+        if lane == PREFILL_LANE:
+            return self.prefill_q[0][2] if self.prefill_q else INF
+        if lane == VERIFY_LANE:
+            return self.verify_q[0].ready_s if self.verify_q else INF
+        return min((q[0].ready_s for q in self.decode_q.values() if q), default=INF)
+
+    def lane_idle(self, lane: str) -> bool:
+        """Whether ``lane`` runs no iteration now."""
+        split = self._split
+        return not self._busy if split is None else split.active[lane] == 0
+
+    def iterations_running(self) -> int:
+        """Iterations under way on the replica's GPU."""
+        split = self._split
+        return int(self._busy) if split is None else split.gpu.running
+
+    def batch_limit(self) -> int:
+        """The decode and verify lanes' batch size (``scheduler.verify.batching.max_batch``)."""
+        return int(self._continuous_lane.limits.max_batch)
+
+    def offer_draft(self) -> Any:
+        """Take the decode lane's batch for a draft iteration (``("draft", reqs)``), or ``None``."""
+        queue = self.decode_q[FUSED]
+        batch = self._select_split(queue)
+        self.decode_q[FUSED] = self._without(queue, batch)
+        return (DRAFT, batch) if batch else None
+
+    def offer_verify(self) -> Any:
+        """Take the verify lane's batch for a verify iteration (``("verify", reqs)``), or ``None``."""
+        batch = self._select_split(self.verify_q)
+        self.verify_q = self._without(self.verify_q, batch)
+        return (VERIFY_PASS, batch) if batch else None
+
+    def offer_round(self) -> Any:
+        """Take the next request for an atomic round (``("round", [request])``): the pass first."""
+        if self._pass_q:
+            return ROUND, [self._pass_q.pop(0)]
+        queue = self.decode_q[FUSED]
+        return (ROUND, [queue.pop(0)]) if queue else None
+
+    def pass_left(self) -> int:
+        """Requests of the current pass still to run their round."""
+        return len(self._pass_q)
+
+    def start_pass(self, limit: int) -> int:
+        """Move up to ``limit`` requests from the head of the decode lane into a pass."""
+        queue = self.decode_q[FUSED]
+        self._pass_q = queue[:limit]
+        self.decode_q[FUSED] = queue[limit:]
+        return len(self._pass_q)
+
+    def _select_split(self, queue: list[RequestState]) -> list[RequestState]:
+        """The lane policy's batch of ``queue`` (``scheduler.verify``: policy and max_batch)."""
+        if not queue:
+            return []
+        items = [
+            QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, r.k + 1)
+            for r in queue
+        ]
+        choice = self._continuous_lane.select(items, self.env.now)
+        return [queue[i] for i in choice.take]
+
+    @staticmethod
+    def _without(queue: list[RequestState], batch: list[RequestState]) -> list[RequestState]:
+        gone = {id(req) for req in batch}
+        return [req for req in queue if id(req) not in gone]
+
+    def _launch(self, kind: str, batch: list[Any]) -> None:
+        """Start a split iteration of ``kind`` over ``batch`` on the shared GPU.
+
+        With ``preempt_recompute``, an iteration that ends a round (a verify
+        or an atomic round) first makes KV room for the tokens it may commit,
+        as a whole fused round does (see :meth:`_make_room`).
+        """
+        split = self._split
+        assert split is not None
+        now = self.env.now
+        if kind in (ROUND, VERIFY_PASS) and self.kv_policy == "preempt_recompute":
+            per_token = self.kv_mb_per_token[FUSED]
+            batch = self._make_room(
+                batch,
+                FUSED,
+                lambda members: len(members) * (max(r.k for r in members) + 1) * per_token,
+            )
+            if not batch:
+                return  # its requests were evicted: the rule is asked again
+        if kind == PREFILL:
+            for req, work in batch:
+                need = self.kv_need_mb(req, work)
+                self.kv.allocate(need, now)
+                req.kv_mb = need
+                req.kv_peak_mb = max(req.kv_peak_mb, need)
+                if req not in self.holders:
+                    self.holders.append(req)
+        segments, energy_j = split.price(kind, batch)
+        if not self._cool:
+            gpu_s = sum(s for s, klass in segments if klass != HOST)
+            throttled_s, energy_j = self._throttled(now, gpu_s, energy_j)
+            scale = throttled_s / gpu_s
+            segments = [(s if klass == HOST else s * scale, klass) for s, klass in segments]
+        split.active[LANE_OF[kind]] += 1
+        if self.context.tracing:
+            ids = [(item[0] if kind == PREFILL else item).request_id for item in batch]
+            self.context.tracer.event(
+                now,
+                f"lane_{kind}_start",
+                f"replica {self.index}",
+                "requests=" + ",".join(str(i) for i in ids),
+            )
+        split.gpu.start(segments, partial(self._finish_split, kind, batch, now, energy_j))
+
+    def _finish_split(self, kind: str, batch: list[Any], start_s: float, energy_j: float) -> None:
+        """A split iteration ended: account it, move its requests on, decide again."""
+        split = self._split
+        assert split is not None
+        now = self.env.now
+        split.active[LANE_OF[kind]] -= 1
+        self.busy_s = split.gpu.busy_s
+        self.energy_j += energy_j
+        self.iterations += 1
+        reqs = [item[0] for item in batch] if kind == PREFILL else batch
+        share = energy_j / len(reqs)
+        for req in reqs:
+            req.target_energy_j += share
+        if self.context.tracing:
+            self.context.tracer.event(
+                now,
+                f"lane_{kind}_end",
+                f"replica {self.index}",
+                "requests=" + ",".join(str(req.request_id) for req in reqs),
+            )
+        if kind == PREFILL:
+            for req, work in batch:
+                self.lifecycle.on_prefilled(req, work)
+        elif kind == DRAFT:
+            for req in batch:
+                req.ready_s = now
+            self.verify_q.extend(batch)
+        else:
+            if self.window is not None:
+                self._remember(batch, FUSED, now - start_s)
+            self._apply_speculative(batch, FUSED)
+        self._decide()
 
     # -- prefill -------------------------------------------------------------
     def kv_need_mb(self, req: RequestState, kind: str) -> float:
@@ -1133,9 +1341,18 @@ class TargetReplica:
         return batch
 
     def _newest_evictable(self, batch: list[RequestState], kind: str) -> tuple[RequestState, str]:
-        """The most recently admitted request in the batch or waiting in the decode lane."""
+        """The most recently admitted request in the batch or waiting in a lane.
+
+        Under a lane rule the verify lane and the current pass hold fused
+        requests waiting too; requests of an iteration under way are never
+        evicted.
+        """
         in_batch = {id(req) for req in batch}
         queued = {id(req): lane for lane, queue in self.decode_q.items() for req in queue}
+        for req in self.verify_q:
+            queued[id(req)] = FUSED
+        for req in self._pass_q:
+            queued[id(req)] = FUSED
         for req in reversed(self.holders):
             if id(req) in in_batch:
                 return req, kind
@@ -1148,6 +1365,10 @@ class TargetReplica:
         queue = self.decode_q[kind]
         if victim in queue:
             queue.remove(victim)
+        elif victim in self.verify_q:
+            self.verify_q.remove(victim)  # its drafts are dropped with its KV
+        elif victim in self._pass_q:
+            self._pass_q.remove(victim)
         self.release(victim)
         victim.preemptions += 1
         self.prefill_q.insert(0, (victim, kind, victim.arrival_s))

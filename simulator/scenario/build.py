@@ -874,43 +874,52 @@ class _Builder:
             )
         return choice
 
+    def splits_rounds(self) -> bool:
+        """Whether ``scheduler.arbitration.policy`` is a lane rule (it splits fused rounds)."""
+        name = self.doc["scheduler"]["arbitration"]["policy"]
+        try:
+            cls = (
+                import_policy("arbitration", name)
+                if is_import_path(name)
+                else registry("arbitration").get(name)
+            )
+        except (PolicyImportError, KeyError):
+            return False  # reported where the policy is built
+        return bool(getattr(cls, "splits_rounds", False))
+
     def lanes(self, classes: list[DeviceClass], luts: dict[Path, LutTable | None]) -> LanesSpec:
-        """``scheduler.lanes``: refuse settings the architecture does not use; load its LUTs."""
+        """``scheduler.lanes``: refuse settings the arbitration rule does not use; load its LUTs."""
         raw = self.doc["scheduler"]["lanes"]
-        arch = raw["architecture"]
+        sched = self.doc["scheduler"]
+        rule = sched["arbitration"]["policy"]
         mode = self.doc["speculation"]["mode"]
         key = "scheduler.lanes"
-        if arch == "engine":
+        if not self.splits_rounds():
             self.refuse_non_defaults(
                 key,
-                tuple(k for k in raw if k != "architecture"),
-                "architecture engine runs the replica of scheduler.arbitration",
+                (),
+                f"scheduler.arbitration.policy {rule} runs whole rounds; scheduler.lanes is read "
+                "by the lane rules (baseline, pd, pdv, pdv_hybrid, pdv_unified), which split "
+                "fused rounds",
             )
             return LanesSpec()
         if mode != "fused":
             self.issue(
-                f"{key}.architecture",
-                arch,
-                f"engine in mode {mode!r} (lane architectures split fused rounds: mode fused)",
-                "lane architecture without fused rounds",
+                "scheduler.arbitration.policy",
+                rule,
+                f"prefill_first or chunked_prefill in mode {mode!r} (lane rules split fused "
+                "rounds: mode fused)",
+                "lane rule without fused rounds",
             )
             return LanesSpec()
-        sched = self.doc["scheduler"]
-        if sched["arbitration"]["policy"] != "prefill_first" or sched["arbitration"]["params"]:
-            self.issue(
-                "scheduler.arbitration",
-                sched["arbitration"],
-                f"the default (prefill_first, no params) with scheduler.lanes.architecture {arch} "
-                "(the architecture is the replica's arbitration rule)",
-                "two arbitration rules for one replica",
-            )
-        if sched["kv"]["on_full"] != "queue":
+        if sched["kv"]["on_full"] != "queue" and raw["gpu_sharing"] == "overlap":
             self.issue(
                 "scheduler.kv.on_full",
                 sched["kv"]["on_full"],
-                f"queue with scheduler.lanes.architecture {arch} (lane architectures reserve "
-                "every request's KV at prefill; recompute preemption is not modelled for them)",
-                "KV rule the lane architectures do not run",
+                f"queue with scheduler.arbitration.policy {rule} and scheduler.lanes.gpu_sharing "
+                "overlap (recompute preemption is modelled for one iteration at a time: "
+                "gpu_sharing serialized)",
+                "KV rule the overlapping lanes do not run",
             )
         micro_schema = _SCHEMA["properties"]["scheduler"]["properties"]["verify"]["properties"][
             "microbatch"
@@ -922,26 +931,10 @@ class _Builder:
             self.issue(
                 "scheduler.verify.microbatch",
                 micro,
-                f"the defaults with scheduler.lanes.architecture {arch} (a lane iteration is "
+                f"the defaults with scheduler.arbitration.policy {rule} (a lane iteration is "
                 "priced whole, at its mean context and largest k)",
-                "microbatch split the lane architectures do not run",
+                "microbatch split the lane rules do not run",
             )
-        uses = {
-            "verify_first_margin": ("pdv", "pdv_hybrid"),
-            "hybrid_threshold": ("pdv_hybrid",),
-            "unified_admit_factor": ("pdv_unified",),
-        }
-        defaults = _SCHEMA["properties"]["scheduler"]["properties"]["lanes"]["properties"]
-        for name, archs in uses.items():
-            if arch not in archs and raw[name] != defaults[name]["default"]:
-                self.issue(
-                    f"{key}.{name}",
-                    raw[name],
-                    f"{json.dumps(defaults[name]['default'])} (the default): only "
-                    + " and ".join(archs)
-                    + " use it",
-                    "setting that would have no effect",
-                )
         overlap = raw["gpu_sharing"] == "overlap"
         if overlap and raw["overlap_efficiency"] is None:
             self.issue(
@@ -957,7 +950,7 @@ class _Builder:
                 "null (the default) with gpu_sharing serialized (iterations never overlap)",
                 "setting that would have no effect",
             )
-        if overlap and arch == "pdv_unified":
+        if overlap and rule == "pdv_unified":
             self.issue(
                 f"{key}.gpu_sharing",
                 "overlap",
@@ -984,7 +977,7 @@ class _Builder:
                     None,
                     f"{{lut: ..., model: ...}} naming the LUT with the {phase} rows of the "
                     f"fused model's {'draft' if role == 'drafter' else 'target'} model",
-                    f"architecture {arch} needs the split costs of a round",
+                    f"lane rule {rule} needs the split costs of a round",
                 )
                 models[role] = None
                 continue
@@ -1011,13 +1004,10 @@ class _Builder:
                         "LUT without the rows the split rounds need",
                     )
         return LanesSpec(
-            architecture=arch,
+            split_rounds=True,
             gpu_sharing=raw["gpu_sharing"],
             overlap_efficiency=raw["overlap_efficiency"],
             host_overhead_ms=float(raw["host_overhead_ms"]),
-            verify_first_margin=raw["verify_first_margin"],
-            hybrid_threshold=int(raw["hybrid_threshold"]),
-            unified_admit_factor=float(raw["unified_admit_factor"]),
             drafter=models["drafter"],
             verifier=models["verifier"],
         )
@@ -1250,14 +1240,14 @@ class _Builder:
                 "registered k controllers: " + ", ".join(names),
                 f"unknown k controller: {', '.join(unknown)}",
             )
-        arch = self.doc["scheduler"]["lanes"]["architecture"]
-        if "max_microbatch" in candidates and arch != "engine":
+        rule = self.doc["scheduler"]["arbitration"]["policy"]
+        if "max_microbatch" in candidates and self.splits_rounds():
             self.issue(
                 "planner.candidates.max_microbatch",
                 candidates["max_microbatch"],
-                "the key left out with scheduler.lanes.architecture "
-                f"{arch} (a lane iteration is priced whole, never split into microbatches)",
-                "microbatch candidates the lane architectures do not run",
+                f"the key left out with scheduler.arbitration.policy {rule} (a lane rule prices "
+                "each iteration whole, never split into microbatches)",
+                "microbatch candidates the lane rules do not run",
             )
         if "draft_model" in candidates:
             self._check_planner_draft_models(candidates["draft_model"])

@@ -22,7 +22,6 @@ Mode = Literal["none", "distributed", "fused", "hybrid"]
 DeviceType = Literal["draft", "target"]
 ModelKind = Literal["drafter", "verifier", "fused"]
 KvOnFull = Literal["queue", "preempt_recompute"]
-Architecture = Literal["engine", "baseline", "pd", "pdv", "pdv_hybrid", "pdv_unified"]
 GpuSharing = Literal["serialized", "overlap"]
 
 MODES: tuple[Mode, ...] = ("none", "distributed", "fused", "hybrid")
@@ -239,7 +238,7 @@ class LaneSpec:
 
 @dataclass(frozen=True)
 class LaneModel:
-    """A model a lane architecture prices its split rounds with (``scheduler.lanes``).
+    """A model a lane rule prices its split rounds with (``scheduler.lanes``).
 
     Attributes:
         model_id: The ``model`` value of its LUT rows.
@@ -253,7 +252,7 @@ class LaneModel:
 
 
 def lane_lut_key(model: LaneModel, device: DeviceClass, phase: str) -> LutKey:
-    """The LUT key a lane architecture prices ``phase`` of ``model`` with on ``device``.
+    """The LUT key a lane rule prices ``phase`` of ``model`` with on ``device``.
 
     The draft model's ``draft_decode`` runs on one GPU of the replica (tensor
     and pipeline parallel 1, as the fused LUTs compose it); the target's
@@ -272,32 +271,25 @@ def lane_lut_key(model: LaneModel, device: DeviceClass, phase: str) -> LutKey:
 
 @dataclass(frozen=True)
 class LanesSpec:
-    """How a fused replica's draft, verify and prefill work share its GPU (``scheduler.lanes``).
+    """How a fused replica's split iterations share its GPU (``scheduler.lanes``).
+
+    Read only under a lane rule of ``scheduler.arbitration`` (one that splits
+    fused rounds into draft and verify iterations).
 
     Attributes:
-        architecture: ``engine`` (the replica of ``scheduler.arbitration``) or
-            one of the lane architectures.
+        split_rounds: Whether the arbitration rule splits fused rounds.
         gpu_sharing: ``serialized`` or ``overlap``.
         overlap_efficiency: Rate of each of two overlapping iterations of
             different bound classes (``overlap`` only).
         host_overhead_ms: Host time per model forward pass.
-        verify_first_margin: Verify before decode when the verify queue is
-            longer than the decode queue by more than this (``None``: never).
-        hybrid_threshold: ``pdv_hybrid``: atomic rounds while at most this
-            many requests run.
-        unified_admit_factor: ``pdv_unified``: a pass admits a prefill while
-            the decode queue is below this many batches.
         drafter: The draft model's LUT (its ``draft_decode`` rows).
         verifier: The target model's LUT (its ``verify`` rows).
     """
 
-    architecture: Architecture = "engine"
+    split_rounds: bool = False
     gpu_sharing: GpuSharing = "serialized"
     overlap_efficiency: float | None = None
     host_overhead_ms: float = 0.0
-    verify_first_margin: int | None = None
-    hybrid_threshold: int = 3
-    unified_admit_factor: float = 1.2
     drafter: LaneModel | None = None
     verifier: LaneModel | None = None
 

@@ -1,0 +1,96 @@
+"""Split fused rounds on one GPU: what a replica keeps and prices under a lane rule.
+
+A lane rule (``scheduler.arbitration.policy`` of ``baseline``, ``pd``,
+``pdv``, ``pdv_hybrid`` or ``pdv_unified``; see :mod:`policies.arbitration`)
+runs a fused request's round as a **draft** iteration (the draft model's
+``k`` decode steps) and a **verify** iteration (the target's pass over the
+``k`` drafts), or as one **atomic round** (draft then verify of one request
+as one iteration), priced from the LUTs the fused LUT is composed of
+(:class:`~simulator.engine.costs.LaneCosts`); prompts are prefilled on both
+models (the fused LUT's ``prefill`` rows).
+
+GPU sharing (:mod:`simulator.engine.gpu_share`, ``scheduler.lanes``): with
+``serialized`` one iteration runs at a time and the rule picks the next one
+at every boundary; with ``overlap`` every idle lane (every request's worker
+under ``baseline``) may start its own iteration and running iterations share
+the GPU. ``host_overhead_ms`` is host time before each model forward pass: a
+prefill (target and draft: two passes), each draft step, each verify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import simpy
+
+from policies.arbitration import DECODE as DECODE_LANE
+from policies.arbitration import PREFILL as PREFILL_LANE
+from policies.arbitration import VERIFY as VERIFY_LANE
+from simulator.engine.costs import LaneCosts, PhaseCost
+from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, Segment, SharedGpu
+from simulator.scenario.model import LanesSpec
+
+PREFILL = "prefill"
+DRAFT = "draft"
+VERIFY_PASS = "verify"
+ROUND = "round"
+"""Kinds of split iterations: a prefill batch, a draft batch, a verify batch, an atomic round."""
+LANE_OF = {PREFILL: PREFILL_LANE, DRAFT: DECODE_LANE, ROUND: DECODE_LANE, VERIFY_PASS: VERIFY_LANE}
+"""The lane each kind of split iteration runs on."""
+
+
+class SplitRounds:
+    """A replica's GPU shared by its lanes' split iterations (see the module docstring).
+
+    Args:
+        env: The simulation's clock.
+        spec: ``scheduler.lanes``: GPU sharing, overlap efficiency, host overhead.
+        costs: The draft model's decode steps and the target's verify pass.
+        prefill: The fused model's prefill (both models' prompts).
+
+    Attributes:
+        gpu: The shared GPU the iterations run on.
+        overlap: Whether lanes' iterations overlap (else one at a time).
+        active: Iterations under way per lane.
+    """
+
+    def __init__(
+        self, env: simpy.Environment, spec: LanesSpec, costs: LaneCosts, prefill: PhaseCost
+    ) -> None:
+        self.costs = costs
+        self.prefill = prefill
+        self.overlap = spec.gpu_sharing == "overlap"
+        efficiency = spec.overlap_efficiency
+        self.gpu = SharedGpu(env, efficiency if efficiency is not None else 1.0)
+        self.host_s = spec.host_overhead_ms / 1000.0
+        self.active = {PREFILL_LANE: 0, DECODE_LANE: 0, VERIFY_LANE: 0}
+
+    def can_start(self) -> bool:
+        """Whether the GPU may take another iteration now."""
+        return self.overlap or self.gpu.running == 0
+
+    def price(self, kind: str, batch: Sequence[Any]) -> tuple[list[Segment], float]:
+        """Segments and energy of an iteration of ``kind`` over ``batch``.
+
+        ``batch`` holds ``(request, kind)`` pairs for a prefill, requests otherwise.
+        """
+        host = self.host_s
+        segments: list[Segment] = []
+        n = len(batch)
+        if kind == PREFILL:
+            latency_s, energy_j = self.prefill.at(sum(req.context for req, _ in batch) / n, n, 1)
+            segments = [(2 * host, HOST), (latency_s, COMPUTE)]
+            return [s for s in segments if s[0] > 0], energy_j
+        k = max(req.k for req in batch) if n > 1 else batch[0].k
+        context = sum(req.context for req in batch) / n
+        energy_j = 0.0
+        if kind in (DRAFT, ROUND):
+            draft_s, draft_j = self.costs.draft.curve(n, 1).sum_steps(context, k)
+            segments += [(k * host, HOST), (draft_s, MEMORY)]
+            energy_j += draft_j
+        if kind in (VERIFY_PASS, ROUND):
+            verify_s, verify_j = self.costs.verify.at(context, n, k)
+            segments += [(host, HOST), (verify_s, COMPUTE)]
+            energy_j += verify_j
+        return [s for s in segments if s[0] > 0], energy_j
