@@ -18,9 +18,10 @@ whose role serves it (a planner's draft/verify split):
 - an iteration of ``B`` requests takes ``T(B)``: the replica's LUT at that
   batch, ``k`` and context;
 - a ``verify`` round cycles through the device's ``k`` draft steps (its
-  first drafter model's LUT), the link's round trip, half an iteration of
-  waiting for the replica and its own iteration: ``c = d + rtt + 1.5 T(B)``;
-  a ``fused`` or ``decode`` request is in every iteration: ``c = T(B)``;
+  first drafter model's LUT), the link's round trip, on average half an
+  iteration of waiting for the replica and its own iteration:
+  ``c = d + rtt + 1.5 T(B)``; a ``fused`` or ``decode`` request is in every
+  iteration: ``c = T(B)``;
 - Little's law gives the requests decoding on a replica, ``L = r O c / E``
   (``r``: the group's arrival rate per replica, ``O``: its mean output),
   and the batch ``B``: the bundles that arrive during an iteration
@@ -29,13 +30,21 @@ whose role serves it (a planner's draft/verify split):
   ``max_running_requests`` (solved by fixed-point iteration);
 - the replica's utilisation ``rho`` adds each kind's iterations per second
   times ``T(B)`` and each request's batch-1 prefill;
-- TPOT is ``c / E``; TVT (verify) the round trip plus 1.5 iterations; TTFT
-  the link's round trip plus the prefill stretched by ``1 / (1 - rho)``
-  (the M/M/1 sojourn factor).
+- TPOT is ``c / E``; TTFT the link's round trip plus the prefill stretched
+  by ``1 / (1 - rho)`` (the M/M/1 sojourn factor);
+- a request's TVT is its largest over its rounds. Its shortest is the round
+  trip plus one iteration. A bundle that finds the replica busy waits for
+  the running iteration, counted whole: requests whose rounds take the same
+  time fall into step and share iterations, so the iteration a late bundle
+  meets has just started. When such a wait breaks the TVT target, the
+  share of the group's requests that meet it is ``1 - rho`` (the chance a
+  round finds the replica idle, taken once per request: after its first
+  meeting a request runs in step with the others).
 
-A group meets its SLOs when every predicted figure is within its class's
-targets and its replica is not overloaded (``rho < 1``). The estimate is
-the arrival rate of the groups that meet them per GPU of the candidate.
+A group's requests meet their SLOs when the replica is not overloaded
+(``rho < 1``) and the predicted TTFT, TPOT and shortest TVT are within its
+class's targets, in the TVT share above. The estimate is the arrival rate
+of the requests predicted to meet them per GPU of the candidate.
 Candidates rank by it (higher first), then by how far the worst predicted
 figure is from its target (``max(rho, prediction / target)``, lower first),
 so an overloaded candidate closest to coping ranks first among those that
@@ -106,7 +115,7 @@ class _KindLoad:
     rate_per_s: float = 0.0
     prompt_tokens: float = 0.0
     output_tokens: float = 0.0
-    device_s: float = 0.0
+    away_s: float = 0.0
     tokens_per_round: float = 1.0
     step_s: float = 0.0
     cycle_s: float = 0.0
@@ -145,10 +154,9 @@ def estimate(
         slo = recent.slo_of(group.slo_class)
         for key, share in shares.items():
             load = loads[key][group.kind]
-            ratio = _worst_ratio(runtime, kinds_of[key][0], group, load, rho[key], slo)
+            met, ratio = _meets(runtime, kinds_of[key][0], group, load, rho[key], slo)
             worst = max(worst, ratio)
-            if ratio < 1.0:
-                good_per_s += group.rate_per_s * share
+            good_per_s += group.rate_per_s * share * met
     return Estimate(good_per_s / gpus, worst)
 
 
@@ -216,7 +224,7 @@ def _add(
     new = rate_per_s / total
     load.prompt_tokens = old * load.prompt_tokens + new * group.prompt_tokens
     load.output_tokens = old * load.output_tokens + new * group.output_tokens
-    load.device_s = old * load.device_s + new * _device_s(runtime, group)
+    load.away_s = old * load.away_s + new * _away_s(runtime, group, plan)
     context = group.prompt_tokens + group.output_tokens / 2.0
     tokens = _tokens_per_round(runtime, plan, group.kind, group.origin, context)
     load.tokens_per_round = old * load.tokens_per_round + new * tokens
@@ -231,14 +239,21 @@ def _client(runtime: Runtime, origin: str) -> ClientPool | None:
     return runtime.clients.get(origin) if origin else None
 
 
-def _device_s(runtime: Runtime, group: _Group) -> float:
-    """A verify round's time away from the replica: ``k`` draft steps on the device."""
+def _rtt_s(runtime: Runtime, group: _Group, plan: ReplicaPlan) -> float:
+    """The round trip of the group's link to the replica's pool (0 without one)."""
+    client = _client(runtime, group.origin)
+    link = client.links.get(plan.pool) if client is not None else None
+    return link.rtt_ms / 1000.0 if link is not None else 0.0
+
+
+def _away_s(runtime: Runtime, group: _Group, plan: ReplicaPlan) -> float:
+    """A verify round's time away from the replica: ``k`` draft steps and the round trip."""
     client = _client(runtime, group.origin)
     if group.kind != VERIFY or client is None or client.draft is None:
         return 0.0
     context = group.prompt_tokens + group.output_tokens / 2.0
     k = runtime.settings.k
-    return client.draft.curve(1.0, 1).sum_steps(context, k)[0]
+    return client.draft.curve(1.0, 1).sum_steps(context, k)[0] + _rtt_s(runtime, group, plan)
 
 
 def _tokens_per_round(
@@ -268,7 +283,7 @@ def _solve(runtime: Runtime, plan: ReplicaPlan, kinds: dict[str, _KindLoad]) -> 
         for _ in range(_FIXED_POINT_STEPS):
             load.step_s = step.at(context, load.batch, fanout)[0] if step is not None else math.inf
             if kind == VERIFY:
-                load.cycle_s = load.device_s + _WAIT_FACTOR * load.step_s
+                load.cycle_s = load.away_s + _WAIT_FACTOR * load.step_s
             else:
                 load.cycle_s = load.step_s
             decoding = load.rate_per_s * load.output_tokens * load.cycle_s / load.tokens_per_round
@@ -285,42 +300,33 @@ def _solve(runtime: Runtime, plan: ReplicaPlan, kinds: dict[str, _KindLoad]) -> 
     return busy
 
 
-def _worst_ratio(
+def _meets(
     runtime: Runtime,
     plan: ReplicaPlan,
     group: _Group,
     load: _KindLoad,
     rho: float,
     slo: SloTargets,
-) -> float:
-    """The largest of ``rho`` and the group's predicted TTFT, TPOT, TVT over their targets."""
-    client = _client(runtime, group.origin)
-    link = client.links.get(plan.pool) if client is not None else None
-    rtt_s = link.rtt_ms / 1000.0 if link is not None else 0.0
+) -> tuple[float, float]:
+    """The share of a group's requests predicted to meet every SLO, and the worst ratio.
+
+    The worst ratio is the largest of ``rho`` and the predicted TTFT, TPOT
+    and shortest TVT (``rtt + T(B)``) over their targets; from 1 on, the
+    share is 0. Otherwise it is 1, except when waiting for one running
+    iteration would break the TVT target (``rtt + 2 T(B) > tvt``): then it
+    is ``1 - rho`` (see the module docstring).
+    """
+    rtt_s = _rtt_s(runtime, group, plan)
     prefill = plan.costs.prefill[group.kind]
     prefill_s = prefill.at(group.prompt_tokens, 1.0, 1)[0] if prefill is not None else 0.0
     ttft_s = rtt_s + (prefill_s / (1.0 - rho) if rho < 1.0 else math.inf)
-    cycle_s = load.cycle_s + (rtt_s if group.kind == VERIFY else 0.0)
-    tpot_s = cycle_s / load.tokens_per_round
+    tpot_s = load.cycle_s / load.tokens_per_round
     ratios = [rho, ttft_s * 1000.0 / slo.ttft_ms, tpot_s * 1000.0 / slo.tpot_ms]
+    share = 1.0
     if group.kind == VERIFY and slo.tvt_ms is not None:
-        ratios.append(_worst_tvt_s(runtime, plan, load, rtt_s) * 1000.0 / slo.tvt_ms)
-    return max(ratios)
-
-
-def _worst_tvt_s(runtime: Runtime, plan: ReplicaPlan, load: _KindLoad, rtt_s: float) -> float:
-    """A request's largest TVT over its rounds (its TVT is the maximum).
-
-    The worst round arrives just after an iteration of a busy batch started:
-    it waits for that iteration and then runs its own, both at a batch two
-    standard deviations above the mean (Poisson numbers of bundles at the
-    server), capped by the lane's limit.
-    """
-    step = plan.costs.step[VERIFY]
-    if step is None:
-        return math.inf
-    scheduler = runtime.settings.scheduler
-    cap = float(min(scheduler.verify.limits.max_batch, scheduler.max_running_requests))
-    busy = min(cap, load.batch + 2.0 * math.sqrt(load.batch))
-    context = _context(load)
-    return rtt_s + 2.0 * step.at(context, busy, runtime.settings.k)[0]
+        fastest_s = rtt_s + load.step_s
+        ratios.append(fastest_s * 1000.0 / slo.tvt_ms)
+        if fastest_s + load.step_s > slo.tvt_ms / 1000.0:
+            share = 1.0 - min(1.0, rho)  # a round that finds the replica busy misses
+    worst = max(ratios)
+    return (share if worst < 1.0 else 0.0), worst
