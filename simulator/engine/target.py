@@ -716,13 +716,7 @@ class TargetReplica:
             if not batch:
                 return  # its requests were evicted: the rule is asked again
         if kind == PREFILL:
-            for req, work in batch:
-                need = self.kv_need_mb(req, work)
-                self.kv.allocate(need, now)
-                req.kv_mb = need
-                req.kv_peak_mb = max(req.kv_peak_mb, need)
-                if req not in self.holders:
-                    self.holders.append(req)
+            self._reserve_prefill_kv(batch, now)
         segments, energy_j = split.price(kind, batch)
         if not self._cool:
             gpu_s = sum(s for s, klass in segments if klass != HOST)
@@ -854,6 +848,16 @@ class TargetReplica:
         req, _kind, _ = self.prefill_q.pop(position)
         self.lifecycle.reject_on_replica(req, "kv_capacity")
 
+    def _reserve_prefill_kv(self, batch: list[tuple[RequestState, str]], now_s: float) -> None:
+        """Allocate the KV of a prefill batch's requests; they hold it until they finish."""
+        for req, kind in batch:
+            need = self.kv_need_mb(req, kind)
+            self.kv.allocate(need, now_s)
+            req.kv_mb = need
+            req.kv_peak_mb = max(req.kv_peak_mb, need)
+            if req not in self.holders:
+                self.holders.append(req)
+
     def _start_prefill(self, batch: list[tuple[RequestState, str]]) -> None:
         now = self.env.now
         kind = batch[0][1]
@@ -861,13 +865,7 @@ class TargetReplica:
         assert cost is not None
         n = len(batch)
         mean_context = sum(req.context for req, _ in batch) / n
-        for req, k in batch:
-            need = self.kv_need_mb(req, k)
-            self.kv.allocate(need, now)
-            req.kv_mb = need
-            req.kv_peak_mb = max(req.kv_peak_mb, need)
-            if req not in self.holders:
-                self.holders.append(req)
+        self._reserve_prefill_kv(batch, now)
         latency_s, energy_j = self._throttled(now, *cost.at(mean_context, n, 1))
         if self.context.tracing:
             self.context.tracer.event(
