@@ -214,3 +214,24 @@ def test_fused_fraction_candidates_set_the_hybrid_share(tmp_path):
     frame = result.requests
     assert (frame[frame["arrival_s"] < 10.0]["mode"] == "distributed").all()
     assert (frame[frame["arrival_s"] >= 10.0]["mode"] == "fused").all()
+
+
+def test_each_round_logs_what_it_sampled_of_the_last_window(tmp_path):
+    """The log's context columns: arrivals, completions, SLO attainment and acceptance.
+
+    Arrivals are 6 per second of 100 + 50 tokens; the completions of the
+    last window are counted from the run's own records.
+    """
+    result = run(_scenario(tmp_path, [(6, 40)], 2, _planner(10)))
+    log = result.planner_log.drop_duplicates("time_s").set_index("time_s")
+    assert (log["recent_arrival_rate_per_s"] == 6.0).all()
+    assert (log["recent_prompt_tokens"] == 100.0).all()
+    assert (log["recent_output_tokens"] == 50.0).all()
+    requests = result.requests
+    for at_s, row in log.iterrows():
+        finish_s = requests["arrival_s"] + requests["e2e_ms"] / 1000.0
+        done = requests[(requests["outcome"] == "completed") & (finish_s >= at_s - 10)]
+        done = done[done["arrival_s"] < at_s]
+        assert row["recent_completed"] == (finish_s[done.index] < at_s).sum()
+        assert 0.0 <= row["recent_slo_attainment"] <= 1.0
+        assert 0.0 < row["recent_acceptance"] < 1.0

@@ -1193,6 +1193,14 @@ class Engine:
             out[pool] = ready + [now + load_s] * (count - len(ready))
         return out
 
+    def completed_since(self, since_s: float) -> list[RequestRecord]:
+        """Records of the requests that completed at or after ``since_s`` (a planner's sample)."""
+        return [
+            to_record(state)
+            for state in self._states[: self._arrived] + self._in_flight_states
+            if state.outcome == "completed" and state.finish_s >= since_s
+        ]
+
     def pending_arrivals(self) -> int:
         """Requests of the table not arrived yet."""
         return len(self._states) - self._arrived

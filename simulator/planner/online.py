@@ -59,6 +59,7 @@ from simulator.planner.candidates import (
     replica_counts,
 )
 from simulator.planner.knobs import KNOBS
+from simulator.planner.objectives import meets_slos
 from simulator.planner.windows import SerialWindows, WindowRunner, WindowTask
 from simulator.scenario.model import PlannerSpec
 from simulator.workload import RequestTable
@@ -178,10 +179,31 @@ class OnlinePlanner:
             for key in candidate_keys(values)
         }
 
-    @staticmethod
-    def _statistics(engine: Engine, at_s: float) -> dict[str, Any]:
-        """What the round saw of the run (the log's context columns)."""
+    def _statistics(self, engine: Engine, at_s: float) -> dict[str, Any]:
+        """What the round saw of the run over the last ``window_s`` (the log's context columns).
+
+        Arrivals: their rate and mean prompt and output lengths. Completions:
+        their number, the share meeting every SLO of their class and the
+        accepted share of their drafted tokens. Now: the requests queued on
+        the serving replicas, those arrived and not ended, the serving
+        replicas per pool.
+        """
+        since_s = max(self._start_s, at_s - self.spec.window_s)
+        span_s = at_s - since_s
+        arrived = engine.requests.window(since_s, at_s, rebase=False)
+        done = engine.completed_since(since_s)
+        drafted = sum(r.drafted_tokens for r in done)
         return {
+            "recent_arrival_rate_per_s": len(arrived) / span_s if span_s > 0 else math.nan,
+            "recent_prompt_tokens": _mean(arrived.prompt_tokens),
+            "recent_output_tokens": _mean(arrived.output_tokens),
+            "recent_completed": len(done),
+            "recent_slo_attainment": (
+                sum(meets_slos(r, engine.requests) for r in done) / len(done) if done else math.nan
+            ),
+            "recent_acceptance": (
+                sum(r.accepted_tokens for r in done) / drafted if drafted else math.nan
+            ),
             "waiting": engine.waiting(),
             "outstanding": engine.outstanding(),
             "serving": " ".join(f"{p}={n}" for p, n in engine.serving_counts().items()),
@@ -246,6 +268,11 @@ class OnlinePlanner:
         apply_replicas(engine, candidate, self.spec.model_load_s)
         for name, value in candidate.values:
             KNOBS[name].apply(engine, value, self.spec.model_load_s)
+
+
+def _mean(values: Any) -> float:
+    """Mean of an array (nan when empty)."""
+    return float(np.mean(values)) if len(values) else math.nan
 
 
 def _remap(
