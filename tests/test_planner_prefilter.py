@@ -145,3 +145,43 @@ def test_the_estimate_of_an_empty_window_is_nothing(tmp_path):
     runtime = build_runtime(_scenario(tmp_path, [(6, 10)], 2))
     empty = estimate(runtime, _recent(1.0, 0.0), 10.0, 0.0)
     assert empty.goodput == 0.0 and math.isinf(empty.worst_ratio)
+
+
+def test_the_choice_follows_the_energy_penalised_goodput(tmp_path):
+    """With an energy penalty every round applies the candidate of the best penalised estimate."""
+    planner = {
+        **_planner(20),
+        "penalties": {"energy_per_kj": 1.0},
+        "candidates": {"verify_replicas": [2, 4, 8]},
+    }
+    log = run(_scenario(tmp_path, [(6, 60)], 2, planner)).planner_log
+    assert log["est_penalised_goodput"].notna().all()
+    assert (log["est_penalised_goodput"] < log["est_goodput"]).all()
+    for _, rows in log.groupby("time_s"):
+        best = rows.loc[rows["est_penalised_goodput"].idxmax()]
+        assert bool(best["chosen"])
+
+
+def test_penalised_goodput_charges_energy_at_its_rate_and_can_reverse_a_ranking():
+    from simulator.planner.objectives import WindowScore
+    from simulator.scenario.model import Penalties
+
+    score = WindowScore(
+        goodput=10 / 100,
+        p95_tpot=1.0,
+        p95_ttft=1.0,
+        p95_tvt=1.0,
+        energy=4000.0,
+        cost=0.5,
+        good=10,
+        completed=12,
+        gpu_s=100.0,
+    )
+    assert score.penalised_goodput(Penalties()) == pytest.approx(0.1)
+    assert score.penalised_goodput(Penalties(energy_per_kj=1.0)) == pytest.approx((10 - 4) / 100)
+    cheap = WindowScore(0.08, 1.0, 1.0, 1.0, 0.0, 0.0, 8, 8, 100.0)
+    objectives = ("goodput",)
+    assert score.rank(objectives) < cheap.rank(objectives)
+    assert cheap.rank(objectives, Penalties(energy_per_kj=1.0)) < score.rank(
+        objectives, Penalties(energy_per_kj=1.0)
+    )

@@ -9,6 +9,9 @@ leaves a backlog pays for it in its own window rather than in the next
 one. Tie-breakers: the 95th percentiles of TPOT, TTFT and TVT (ms)
 of the requests completed in it, its energy (J: what the targets' and the
 devices' work used) and its cost (USD of its replicas' hourly prices).
+With ``planner.penalties`` the goodput is charged for energy at the given
+exchange rate before candidates are compared: (good requests less kJ
+times ``energy_per_kj``) per GPU-second.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 
 from simulator.engine.core import EngineOutput
 from simulator.engine.request_state import RequestRecord
+from simulator.scenario.model import Penalties
 from simulator.workload import RequestTable
 
 OBJECTIVES = ("goodput", "p95_tpot", "p95_ttft", "p95_tvt", "energy", "cost")
@@ -40,6 +44,7 @@ class WindowScore:
         cost: Price of the replicas for the window (USD; 0 when unpriced).
         good: Requests completed meeting every SLO.
         completed: Requests completed.
+        gpu_s: GPU-seconds its replicas held (the goodput's denominator).
     """
 
     goodput: float
@@ -50,14 +55,26 @@ class WindowScore:
     cost: float
     good: int
     completed: int
+    gpu_s: float = 0.0
 
-    def rank(self, objectives: Sequence[str]) -> tuple[float, ...]:
-        """Sort key (smaller is better): goodput negated, the others as they are (nan last)."""
+    def penalised_goodput(self, penalties: Penalties) -> float:
+        """Goodput less the penalty's worth of the window's energy, per GPU-second."""
+        if self.gpu_s <= 0:
+            return 0.0
+        return (self.good - self.energy / 1000.0 * penalties.energy_per_kj) / self.gpu_s
+
+    def rank(
+        self, objectives: Sequence[str], penalties: Penalties | None = None
+    ) -> tuple[float, ...]:
+        """Sort key (smaller is better): goodput negated, the others as they are (nan last).
+
+        With ``penalties`` the goodput term is :meth:`penalised_goodput`.
+        """
         key: list[float] = []
         for name in objectives:
             value = float(getattr(self, name))
             if name == "goodput":
-                value = -value
+                value = -(self.penalised_goodput(penalties) if penalties else value)
             key.append(math.inf if math.isnan(value) else value)
         return tuple(key)
 
@@ -107,4 +124,5 @@ def score_window(output: EngineOutput, table: RequestTable, start_s: float) -> W
         cost=usd,
         good=good,
         completed=len(completed),
+        gpu_s=gpu_s,
     )

@@ -135,7 +135,8 @@ class OnlinePlanner:
             self._windows += 1
         scores = dict(zip(windowed, self.windows.run([tasks[i] for i in windowed]), strict=True))
         objectives = self.spec.objectives
-        best = min(windowed, key=lambda i: (scores[i].rank(objectives), i))
+        penalties = self.spec.penalties
+        best = min(windowed, key=lambda i: (scores[i].rank(objectives, penalties), i))
         if positions:
             self._position = positions[best]
         for i, candidate in enumerate(candidates):
@@ -144,6 +145,10 @@ class OnlinePlanner:
             for name in objectives:
                 row[f"est_{name}"] = getattr(score, name) if score is not None else math.nan
             row["est_good"] = score.good if score is not None else math.nan
+            if penalties:
+                row["est_penalised_goodput"] = (
+                    score.penalised_goodput(penalties) if score is not None else math.nan
+                )
             if analytic:
                 row["analytic_goodput"] = analytic[i].goodput
                 row["windowed"] = score is not None

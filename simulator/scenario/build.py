@@ -47,6 +47,7 @@ from simulator.scenario.model import (
     ModelSpec,
     NetworkSpec,
     PayloadSpec,
+    Penalties,
     PlannerSpec,
     PolicyChoice,
     Scenario,
@@ -1090,6 +1091,7 @@ class _Builder:
                     "candidates",
                     "search",
                     "analytic_keep",
+                    "penalties",
                 ),
                 "planner.enabled is false, so no planner runs",
             )
@@ -1104,6 +1106,7 @@ class _Builder:
             float(raw.get("model_load_s", 0.0)),
             str(raw["search"]),
             raw["analytic_keep"],
+            Penalties(float(raw["penalties"]["energy_per_kj"])),
         )
 
     def _check_planner(self, raw: Mapping[str, Any]) -> None:

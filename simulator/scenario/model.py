@@ -315,6 +315,20 @@ class SchedulerSpec:
 
 
 @dataclass(frozen=True)
+class Penalties:
+    """What energy is worth against goodput (``planner.penalties``).
+
+    Attributes:
+        energy_per_kj: Good requests one kJ of a window's energy is worth.
+    """
+
+    energy_per_kj: float = 0.0
+
+    def __bool__(self) -> bool:
+        return self.energy_per_kj > 0
+
+
+@dataclass(frozen=True)
 class PlannerSpec:
     """The online goodput planner's settings (see :mod:`simulator.planner.online`).
 
@@ -328,6 +342,7 @@ class PlannerSpec:
         search: ``grid`` (every candidate each round) or ``hill_climb``.
         analytic_keep: Candidates of a round that get a window, the best by
             the analytic estimate (``None``: all).
+        penalties: What energy is worth against goodput.
     """
 
     enabled: bool
@@ -338,6 +353,7 @@ class PlannerSpec:
     model_load_s: float = 0.0
     search: str = "grid"
     analytic_keep: int | None = None
+    penalties: Penalties = Penalties()
 
 
 @dataclass(frozen=True)
