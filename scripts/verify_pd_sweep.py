@@ -29,12 +29,19 @@ serialized point, every architecture whose lanes run concurrently under
 columns ``gpu_sharing`` and ``overlap_efficiency`` (empty when serialized) say
 which, and ``overlap.png`` plots throughput against the efficiency.
 
+``--k-controller NAME`` runs every speculative point (the lane architectures and
+``engine``; not ``none``) with that registered draft-length controller
+(``speculation.adaptive_k``, its default parameters, starting at the scenario's
+``speculation.k`` and choosing within :data:`K_MIN` .. :data:`K_MAX`, the range of
+the Verify-PD documents' controller); the column ``k_controller`` says which
+(``static``: the scenario's fixed k, the default).
+
 Usage::
 
     python scripts/verify_pd_sweep.py [--reduced] [--sweep001] [-o DIR]
         [--scenario FILE] [--host-overhead-ms MS] [--loops open,closed]
-        [--architectures A,B,...] [--overlap E,E,...] [--executor local|ray]
-        [--workers N]
+        [--architectures A,B,...] [--concurrency C,C,...] [--overlap E,E,...]
+        [--k-controller NAME] [--executor local|ray] [--workers N]
 
 The analysis of the results is in scenarios/verify_pd/README.md.
 """
@@ -58,6 +65,7 @@ import pandas as pd
 import yaml
 from matplotlib.axes import Axes
 
+import policies
 import simulator
 from simulator.loading import bounds_text, load_packaged_schema
 
@@ -81,6 +89,13 @@ OVERLAP_ARCHITECTURES = ("baseline", "pd", "pdv", "pdv_hybrid")
 OVERLAP_SWEEP_ARCHITECTURES = (*OVERLAP_ARCHITECTURES, "engine")
 #: The overlap sensitivity sweep's reduced set of C.
 OVERLAP_CONCURRENCY = (1, 8, 32, 128)
+#: The k controller of the runs without ``--k-controller``: the scenario's fixed k.
+STATIC_K_CONTROLLER = "static"
+#: ``speculation.adaptive_k`` bounds under ``--k-controller``: the range 2-8 of the
+#: Verify-PD documents' controller (policies/README.md, ``acceptance_feedback``); it
+#: starts at the scenario's ``speculation.k`` (4).
+K_MIN = 2
+K_MAX = 8
 #: Documents-like host time per model forward pass (configuration; see the scenario README).
 DOCUMENTS_HOST_OVERHEAD_MS = 5.0
 #: Arrivals per second per unit of C (the documents' Poisson rate, 0.05 x C).
@@ -101,6 +116,7 @@ COLUMNS = (
     "p99_ms",
     "gpu_sharing",
     "overlap_efficiency",
+    "k_controller",
 )
 #: Scenario keys that hold file paths (relative to the scenario file).
 _PATH_LISTS = (
@@ -224,6 +240,29 @@ def architecture_overrides(
     return overrides
 
 
+def k_controller_overrides(architecture: str, k_controller: str) -> dict[str, Any]:
+    """The scenario overrides that run a speculative point with a draft-length controller.
+
+    Args:
+        architecture: One of :data:`ARCHITECTURES`; ``none`` does not speculate and
+            needs no overrides.
+        k_controller: A k_control registry name; :data:`STATIC_K_CONTROLLER` keeps
+            the scenario's fixed ``speculation.k`` (no overrides).
+
+    Returns:
+        ``speculation.adaptive_k`` enabled with the controller at its default
+        parameters, bounded by :data:`K_MIN` .. :data:`K_MAX`.
+    """
+    if architecture == "none" or k_controller == STATIC_K_CONTROLLER:
+        return {}
+    return {
+        "speculation.adaptive_k.enabled": True,
+        "speculation.adaptive_k.controller": k_controller,
+        "speculation.adaptive_k.k_min": K_MIN,
+        "speculation.adaptive_k.k_max": K_MAX,
+    }
+
+
 def _points(
     architectures: Sequence[str],
     concurrency: Sequence[int],
@@ -232,6 +271,7 @@ def _points(
     *,
     cut: bool,
     overlap_efficiencies: Sequence[float] = (),
+    k_controller: str = STATIC_K_CONTROLLER,
 ) -> list[tuple[PointLabel, dict[str, Any]]]:
     points = []
     for arch in architectures:
@@ -246,6 +286,7 @@ def _points(
                         "scheduler.verify.batching.max_batch": c,
                         "scheduler.prefill.batching.max_batch": c,
                         **architecture_overrides(arch, host, efficiency),
+                        **k_controller_overrides(arch, k_controller),
                     }
                     if loop == "open":
                         point["workload.synthetic.arrival.rate_per_s"] = RATE_PER_C * c
@@ -319,6 +360,7 @@ def run_experiment(
     loops: Sequence[str],
     sweep001: bool = False,
     overlap_efficiencies: Sequence[float] = (),
+    k_controller: str = STATIC_K_CONTROLLER,
     executor: str = "local",
     workers: int | None = None,
 ) -> pd.DataFrame:
@@ -326,7 +368,8 @@ def run_experiment(
 
     ``overlap_efficiencies`` adds, for every architecture of
     :data:`OVERLAP_ARCHITECTURES`, one point per efficiency with
-    ``gpu_sharing: overlap`` beside its serialized point.
+    ``gpu_sharing: overlap`` beside its serialized point. ``k_controller`` (a
+    k_control registry name) chooses the draft length of every speculative point.
     """
     base = yaml.safe_load(scenario.read_text())
     run_s = None if sweep001 else float(base["simulation"]["until_s"])
@@ -352,6 +395,7 @@ def run_experiment(
                 loop,
                 cut=not sweep001,
                 overlap_efficiencies=overlap_efficiencies,
+                k_controller=k_controller,
             )
             points = [point for _, point in labelled]
             table = simulator.sweep(
@@ -376,6 +420,9 @@ def run_experiment(
                             **figures,
                             "gpu_sharing": "overlap" if overlap else "serialized",
                             "overlap_efficiency": label.overlap_efficiency if overlap else math.nan,
+                            "k_controller": k_controller
+                            if label.architecture != "none"
+                            else STATIC_K_CONTROLLER,
                         }
                     )
     frame: pd.DataFrame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
@@ -513,6 +560,33 @@ def _overlap_efficiencies(parser: argparse.ArgumentParser, text: str | None) -> 
     return tuple(dict.fromkeys(values))
 
 
+def _concurrency(parser: argparse.ArgumentParser, text: str) -> tuple[int, ...]:
+    """``--concurrency``'s levels: positive integers."""
+    levels: list[int] = []
+    for item in text.split(","):
+        try:
+            level = int(item)
+        except ValueError:
+            level = 0
+        if level < 1:
+            parser.error(
+                f"--concurrency: bad value {item!r}; allowed: comma-separated integers >= 1"
+            )
+        levels.append(level)
+    return tuple(dict.fromkeys(levels))
+
+
+def _k_controller(parser: argparse.ArgumentParser, name: str) -> str:
+    """``--k-controller``'s name, checked against the k_control registry."""
+    names = policies.registry("k_control").names()
+    if name not in names:
+        parser.error(
+            f"--k-controller: unknown controller {name!r}; allowed: {', '.join(sorted(names))} "
+            "(speculation.adaptive_k.controller)"
+        )
+    return name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -543,10 +617,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{', '.join(OVERLAP_ARCHITECTURES)} runs with gpu_sharing: overlap at each "
         f"overlap_efficiency E; C in {OVERLAP_CONCURRENCY} unless --reduced",
     )
+    parser.add_argument(
+        "--concurrency",
+        default=None,
+        metavar="C,C,...",
+        help="the levels of C (default: the documents' sweep; overrides --reduced's)",
+    )
+    parser.add_argument(
+        "--k-controller",
+        default=STATIC_K_CONTROLLER,
+        metavar="NAME",
+        help="k_control controller of every speculative point, default parameters, "
+        f"k in {K_MIN}..{K_MAX} from speculation.k (default: {STATIC_K_CONTROLLER}, "
+        "the scenario's fixed k)",
+    )
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
     efficiencies = _overlap_efficiencies(parser, args.overlap)
+    k_controller = _k_controller(parser, args.k_controller)
     overlap = args.overlap is not None
     default_architectures = OVERLAP_SWEEP_ARCHITECTURES if overlap else ARCHITECTURES
     architectures = (args.architectures or ",".join(default_architectures)).split(",")
@@ -562,9 +651,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reduced:
         architectures = list(REDUCED_ARCHITECTURES)
         concurrency = REDUCED_CONCURRENCY
+    if args.concurrency is not None:
+        concurrency = _concurrency(parser, args.concurrency)
     host_overheads: tuple[float, ...] = (0.0, DOCUMENTS_HOST_OVERHEAD_MS)
     if args.host_overhead_ms is not None:
-        host_overheads = (0.0, args.host_overhead_ms)
+        host_overheads = tuple(dict.fromkeys((0.0, args.host_overhead_ms)))
     elif overlap:
         host_overheads = (0.0,)
     frame = run_experiment(
@@ -576,6 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         loops=loops,
         sweep001=args.sweep001,
         overlap_efficiencies=efficiencies,
+        k_controller=k_controller,
         executor=args.executor,
         workers=args.workers,
     )

@@ -210,3 +210,89 @@ def test_h100_scenarios_validate_at_the_smallest_tp_their_verifier_lut_covers(pa
     verifier_lut = path.parent / doc["scheduler"]["lanes"]["verifier"]["lut"]
     degrees = pd.read_csv(verifier_lut)["tensor_parallel"]
     assert device.profile.compute.tensor_parallel == degrees.min()
+
+
+@pytest.fixture(scope="module")
+def controlled(tmp_path_factory):
+    """pd and engine at C = 8, closed loop, 0 ms host overhead, under acceptance_feedback."""
+    out = tmp_path_factory.mktemp("verify_pd_k_controller")
+    argv = [
+        *("--architectures", "pd,engine", "--concurrency", "8", "--loops", "closed"),
+        *("--host-overhead-ms", "0", "--k-controller", "acceptance_feedback"),
+        *("-o", str(out), "--workers", "2"),
+    ]
+    assert vpd.main(argv) == 0
+    return out, pd.read_csv(out / "results.csv")
+
+
+def _mean_k(out, variant, arch, c, host):
+    """``speculation.mean_k`` (drafted tokens per round) of one point of a variant's sweep."""
+    sweep = pd.read_csv(out / "runs" / variant / "sweep" / "sweep.csv")
+    rows = sweep[sweep["scheduler.max_running_requests"] == c]
+    if variant.endswith("_lanes"):
+        rows = rows[
+            (rows["scheduler.arbitration.policy"] == arch)
+            & (rows["scheduler.lanes.host_overhead_ms"] == host)
+        ]
+    (mean_k,) = rows["speculation.mean_k"]
+    return float(mean_k)
+
+
+def test_k_controller_column_names_the_controller_of_every_point(controlled, reduced):
+    _, table = controlled
+    assert tuple(table.columns) == vpd.COLUMNS and vpd.COLUMNS[-1] == "k_controller"
+    assert set(table["k_controller"]) == {"acceptance_feedback"}
+    assert set(table["architecture"]) == {"pd", "engine"}
+    _, static = reduced
+    assert set(static["k_controller"]) == {"static"}
+
+
+def test_acceptance_feedback_drafts_shorter_rounds_than_the_static_k(controlled, reduced):
+    """pd at C = 8: static k = 4 drafts about 4 per round, acceptance_feedback fewer than 3.
+
+    SpS acceptance (0.56 per token) accepts about 29 % of four drafted tokens, below
+    ``acceptance_low`` (0.35): the controller shrinks k towards ``k_min`` 2. Mean k
+    is the run's drafted tokens over its rounds (rounds the end of an output cuts
+    short draft fewer than their k).
+    """
+    out, _ = controlled
+    static_out, _ = reduced
+    static_k = _mean_k(static_out, "closed_lanes", "pd", 8, 0.0)
+    adaptive_k = _mean_k(out, "closed_lanes", "pd", 8, 0.0)
+    assert static_k > 3.5
+    assert adaptive_k < 3.0
+    assert _mean_k(out, "closed_engine", "engine", 8, 0.0) < 3.0
+    sweep = pd.read_csv(out / "runs" / "closed_lanes" / "sweep" / "sweep.csv")
+    assert sweep["speculation.adaptive_k.k_min"].tolist() == [vpd.K_MIN]
+    assert sweep["speculation.adaptive_k.k_max"].tolist() == [vpd.K_MAX]
+
+
+def test_k_controller_overrides_leave_plain_decoding_and_static_alone():
+    assert vpd.k_controller_overrides("none", "acceptance_feedback") == {}
+    assert vpd.k_controller_overrides("pdv", "static") == {}
+    assert vpd.k_controller_overrides("engine", "pid") == {
+        "speculation.adaptive_k.enabled": True,
+        "speculation.adaptive_k.controller": "pid",
+        "speculation.adaptive_k.k_min": 2,
+        "speculation.adaptive_k.k_max": 8,
+    }
+
+
+def test_unknown_k_controller_is_refused_before_any_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as caught:
+        vpd.main(["--reduced", "--k-controller", "fastest", "-o", str(tmp_path)])
+    assert caught.value.code == 2
+    message = capsys.readouterr().err
+    assert "unknown controller 'fastest'" in message
+    for name in ("acceptance_feedback", "backpressure", "pid", "static"):
+        assert name in message
+    assert not (tmp_path / "results.csv").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "x"])
+def test_bad_concurrency_is_refused_before_any_run(value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as caught:
+        vpd.main(["--concurrency", f"8,{value}", "-o", str(tmp_path)])
+    assert caught.value.code == 2
+    assert f"--concurrency: bad value '{value}'" in capsys.readouterr().err
+    assert not (tmp_path / "results.csv").exists()
