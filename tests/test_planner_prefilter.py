@@ -185,3 +185,16 @@ def test_penalised_goodput_charges_energy_at_its_rate_and_can_reverse_a_ranking(
     assert cheap.rank(objectives, Penalties(energy_per_kj=1.0)) < score.rank(
         objectives, Penalties(energy_per_kj=1.0)
     )
+
+
+def test_cli_refuses_an_unknown_window_executor(tmp_path, capsys):
+    from simulator.cli import main
+
+    scenario = _scenario(tmp_path, [(6, 10)], 2, _planner(10))
+    out = tmp_path / "out"
+    code = main(["run", str(scenario.source_file), "-q", "-o", str(out), "--executor", "threads"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--executor" in err and "threads" in err and "local or ray" in err
+    assert "Traceback" not in err
+    assert not out.exists()
