@@ -16,12 +16,12 @@ the repository's top-level folders.
 
 from __future__ import annotations
 
-import difflib
 from functools import cache
 from importlib.resources import files
 from pathlib import Path, PurePosixPath
 
 from simulator.errors import InputError, make_issue
+from simulator.suggest import close_matches
 
 BUILTIN_PREFIX = "builtin:"
 DATA_DIRS = ("lut", "device_profiles", "acceptance", "scenarios")
@@ -82,7 +82,7 @@ def unknown_builtin(value: str) -> str | None:
     if name in builtin_names() and ".." not in parts:
         return None
     names = builtin_names()
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    close = close_matches(name, names, most=3)
     base = PurePosixPath(name).name
     close += [n for n in names if PurePosixPath(n).name == base and n not in close]
     hint = (

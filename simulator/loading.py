@@ -13,7 +13,6 @@ validated document into frozen dataclasses.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import math
 import re
@@ -29,6 +28,7 @@ import yaml
 from simulator.builtin_data import builtin_path, is_builtin
 from simulator.errors import InputError, Issue, describe_value, key_path, make_issue
 from simulator.input_files import read_bounded
+from simulator.suggest import did_you_mean
 
 SCHEMA_PACKAGE = "simulator.schemas"
 
@@ -291,11 +291,6 @@ def _allowed_text(schema: Mapping[str, Any]) -> str:
     return " ".join(parts) if parts else "see the schema"
 
 
-def _did_you_mean(word: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterator[Issue]:
     """Turn one jsonschema error (possibly with sub-errors) into readable issues."""
     path = list(error.absolute_path)
@@ -316,7 +311,7 @@ def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterato
                     "key that has moved",
                 )
                 continue
-            hint = _did_you_mean(str(name), known)
+            hint = did_you_mean(str(name), known)
             yield make_issue(
                 file,
                 key_path([*path, name]),
@@ -346,14 +341,14 @@ def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterato
         hint = ""
         if isinstance(error.instance, str):
             names = [str(v) for sub in branches for v in sub.get("enum", [])]
-            hint = _did_you_mean(error.instance, names)
+            hint = did_you_mean(error.instance, names)
         yield make_issue(
             file, where, error.instance, " | ".join(options), f"matches no allowed form{hint}"
         )
         return
     instance = error.instance
     if validator == "enum" and isinstance(instance, str):
-        hint = _did_you_mean(instance, [str(v) for v in schema.get("enum", [])])
+        hint = did_you_mean(instance, [str(v) for v in schema.get("enum", [])])
         yield make_issue(
             file, where, instance, _allowed_text(schema), f"not an allowed value{hint}"
         )

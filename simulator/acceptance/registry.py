@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from simulator.acceptance.per_k import build_per_k, check_per_k
 from simulator.acceptance.positional import build_positional, check_positional
 from simulator.acceptance.protocol import AcceptanceModel
 from simulator.errors import InputError, Issue, make_issue
+from simulator.suggest import did_you_mean
 
 Builder = Callable[[Mapping[str, Any], Path], AcceptanceModel]
 """Builds a model from a schema-valid, default-filled document and its file path."""
@@ -66,8 +66,7 @@ def cross_field_issues(kind: str, document: Mapping[str, Any], file: Path) -> li
 def unknown_kind_issue(kind: object, file: Path) -> Issue:
     """Return the issue for a ``kind`` that is not registered, listing the valid ones."""
     valid = kinds()
-    close = difflib.get_close_matches(str(kind), valid, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(kind, valid)
     return make_issue(
         file, "kind", kind, "one of " + ", ".join(repr(k) for k in valid), f"unknown kind{hint}"
     )

@@ -9,13 +9,13 @@ records so that the loader can report all of them at once.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from simulator.errors import Issue, key_path, make_issue
+from simulator.suggest import did_you_mean
 
 TARGET_ONLY_KEYS: tuple[tuple[str, str], ...] = (
     ("compute", "tensor_parallel"),
@@ -140,8 +140,7 @@ def source_issues(document: Any, file: Path, report_unused: bool = True) -> list
     existing = set(_all_number_paths(document, []))
     for key in cited if report_unused else ():
         if key not in existing:
-            close = difflib.get_close_matches(str(key), sorted(existing), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(key, sorted(existing))
             allowed = (
                 "key paths of numbers in this file: " + ", ".join(sorted(existing))
                 if existing

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from simulator.devices.load import load_device_profile
 from simulator.devices.model import DeviceProfile
 from simulator.errors import InputError, Issue, make_issue
+from simulator.suggest import did_you_mean
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 """File extensions :meth:`DeviceRegistry.from_directory` loads."""
@@ -25,8 +25,7 @@ class UnknownDeviceError(LookupError):
     def __init__(self, device_id: str, known: Iterable[str]) -> None:
         self.device_id = device_id
         self.known: tuple[str, ...] = tuple(sorted(known))
-        close = difflib.get_close_matches(device_id, self.known, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(device_id, self.known, prefix=" (")
         listing = ", ".join(self.known) if self.known else "(none loaded)"
         super().__init__(f"unknown device profile {device_id!r}; known ids: {listing}{hint}")
 

@@ -19,7 +19,6 @@ visited one by one.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from simulator.lut.schema import (
     column_names,
     column_rules,
 )
+from simulator.suggest import did_you_mean
 
 MAX_ISSUES = 20
 """Most problems listed for one file; the rest are counted in one extra line."""
@@ -81,11 +81,6 @@ class _Found:
         return shown
 
 
-def _did_you_mean(word: str, options: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def _check_header(raw: RawLut, found: _Found) -> None:
     known = column_names()
     allowed = "columns " + ", ".join(known)
@@ -97,7 +92,7 @@ def _check_header(raw: RawLut, found: _Found) -> None:
         elif name in seen:
             found.add(1, position, make_issue(raw.file, where, name, allowed, "repeated column"))
         elif name not in known:
-            hint = _did_you_mean(name, known)
+            hint = did_you_mean(name, known)
             found.add(
                 1, position, make_issue(raw.file, where, name, allowed, f"unknown column{hint}")
             )
@@ -142,7 +137,7 @@ def _report(
     for row in rows[: MAX_ISSUES + 1].tolist():
         value = str(column.text[row])
         line = int(column.lines[row])
-        text = problem + (_did_you_mean(value, hints) if hints else "")
+        text = problem + (did_you_mean(value, hints) if hints else "")
         found.add(
             line,
             column.order,

@@ -22,7 +22,6 @@ Rules (documented in ``docs/workload.md``):
 from __future__ import annotations
 
 import csv
-import difflib
 import io
 import json
 from pathlib import Path
@@ -33,6 +32,7 @@ import pandas as pd
 
 from simulator.errors import InputError, Issue, make_issue
 from simulator.input_files import file_problem
+from simulator.suggest import did_you_mean
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
 from simulator.workload.issue_collector import RowIssues
 from simulator.workload.trace_formats import (
@@ -283,8 +283,7 @@ def _check_columns(raw: _Raw, layout: Layout, issues: RowIssues) -> bool:
     for name in required:
         if name not in raw.columns:
             usable = False
-            close = difflib.get_close_matches(name, present, n=1, cutoff=0.6)
-            hint = f"; is {close[0]!r} meant?" if close else ""
+            hint = did_you_mean(name, present)
             issues.add_file_issue(
                 f"column {name}",
                 "(missing)",
@@ -294,8 +293,7 @@ def _check_columns(raw: _Raw, layout: Layout, issues: RowIssues) -> bool:
     if layout.generic:
         for name in present:
             if name not in known:
-                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                hint = did_you_mean(name, known)
                 issues.add_file_issue(
                     f"column {name}",
                     name,
