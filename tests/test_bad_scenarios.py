@@ -1009,6 +1009,7 @@ CASES: dict[str, Case] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_refused_with_a_clear_message(tmp_path, name):
     case = CASES[name]
@@ -1046,6 +1047,7 @@ def test_all_problems_of_a_file_are_reported_together(tmp_path):
     assert str(verdict.error).startswith("error: 3 problems in the input")
 
 
+@pytest.mark.slow
 def test_validate_script_exits_2_without_a_traceback(tmp_path):
     good = _base(tmp_path / "good")
     bad = CASES["negative RTT"].build(tmp_path / "bad")
@@ -1069,6 +1071,7 @@ def test_simulate_exits_2_and_leaves_earlier_results_untouched(tmp_path, capsys)
     assert sorted(p.name for p in results.iterdir()) == ["summary.json"]
 
 
+@pytest.mark.slow
 def test_simulate_rejects_a_bad_override_end_to_end(tmp_path):
     scenario = _base(tmp_path)
     done = run_python(

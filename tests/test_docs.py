@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from simulator import load_scenario, run
 from tests.commands import run_python
 
@@ -50,6 +52,7 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
+@pytest.mark.slow
 def test_readme_story_table_matches_full_runs_of_the_examples():
     """Each row of the README's table is what ``simulate`` gives for the example at full size."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

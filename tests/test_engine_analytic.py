@@ -15,6 +15,7 @@ def leviathan_tokens_per_verify(alpha: float, k: int) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "k"), [(0.6, 3), (0.8, 5), (0.5, 1)])
 def test_tokens_per_verify_matches_leviathan(tmp_path, alpha, k):
     # Long outputs so that capping at the requested length is negligible.
@@ -67,6 +68,7 @@ def test_batch_one_speedup_matches_leviathan(tmp_path, alpha, k, c):
     assert measured == pytest.approx(expected, rel=0.02)
 
 
+@pytest.mark.slow
 def test_prefill_only_queue_matches_pollaczek_khinchine(tmp_path):
     """Batch size 1, one token per request: the replica is an M/G/1 queue of prefills."""
     rate_per_s = 25.0

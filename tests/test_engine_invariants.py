@@ -31,6 +31,7 @@ def _run(tmp_path, mode, workload, **kw):
     return run(load_scenario(path))
 
 
+@pytest.mark.slow
 @settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -32,18 +32,21 @@ def test_every_example_has_golden_figures():
     assert {"hybrid_mix", "none_baseline"} <= names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_scenario_file_validates(path):
     verdict = validate_file(path)
     assert verdict.ok, verdict
 
 
+@pytest.mark.slow
 def test_validate_script_accepts_the_scenarios_directory():
     done = run_python("scripts/validate_scenario.py", "scenarios")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("OK ") == len(SCENARIO_FILES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TEST_SIZE))
 def test_example_matches_its_golden_figures(name):
     figures = key_figures(run_example(name))
@@ -56,6 +59,7 @@ def test_example_matches_its_golden_figures(name):
             assert figures[key] == value, key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TEST_SIZE))
 def test_example_prices_its_tokens_and_names_what_it_covers(name):
     cost = run_example(name)["cost"]
@@ -114,6 +118,7 @@ RUNNABLE_FILES = [p for p in SCENARIO_FILES if p.parent.name not in ("sweeps", "
 (scenarios/plans/) are validated above and planned in tests/test_plan.py."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RUNNABLE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_shipped_scenario_runs_and_raise_is_checked_before_the_run(path):
     """A shipped scenario runs as shipped; under lut_out_of_range: raise it either is

@@ -114,6 +114,7 @@ CLI_MUTANTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CLI_MUTANTS))
 def test_a_refused_mutant_exits_2_without_a_traceback(tmp_path, case):
     key, value, key_text = CLI_MUTANTS[case]

@@ -248,6 +248,7 @@ CASES: dict[str, Case] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_hostile_input_is_refused_quickly_with_a_clear_message(tmp_path, name):
     case = CASES[name]

@@ -234,6 +234,7 @@ def _mean_k(result: Any) -> float:
     return spec["drafted_tokens"] / spec["verify_steps"]
 
 
+@pytest.mark.slow
 def test_backpressure_drafts_less_than_static_under_an_overloaded_verify_lane(tmp_path):
     static = _mean_k(_run(tmp_path, "static", extra=OVERLOADED_VERIFY, name="s.yaml"))
     adaptive = _mean_k(_run(tmp_path, "backpressure", extra=OVERLOADED_VERIFY, name="b.yaml"))
@@ -268,6 +269,7 @@ def test_acceptance_feedback_follows_acceptance_and_load(tmp_path):
     assert mean_k(0.95, 200.0, "loaded.yaml") < 1.5  # deep queue: shrinks
 
 
+@pytest.mark.slow
 def test_pid_drafts_less_under_load_and_more_with_headroom(tmp_path):
     loaded = _mean_k(_run(tmp_path, "pid", extra=OVERLOADED_VERIFY, name="loaded.yaml"))
     light = _mean_k(_run(tmp_path, "pid", rate_per_s=1.0, name="light.yaml"))
@@ -292,6 +294,7 @@ def test_bandit_drafts_longer_as_acceptance_rises(tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "controller",
     ["backpressure", "batch_threshold", "acceptance_feedback", "pid", "bandit", "goodput"],
@@ -397,6 +400,7 @@ def test_goodput_respects_k_min():
     assert Goodput(4).next_k(_goodput_signals(0.05, predictor, k_min=1)) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["distributed", "fused"])
 def test_goodput_runs_and_drafts_longer_than_static_with_high_acceptance(tmp_path, mode):
     static = _run(tmp_path, "static", mode=mode, alpha=0.95, rate_per_s=0.5, name="s.yaml")
@@ -408,6 +412,7 @@ def test_goodput_runs_and_drafts_longer_than_static_with_high_acceptance(tmp_pat
         assert (requests["output_tokens"] == requests["generated_tokens"]).all()
 
 
+@pytest.mark.slow
 def test_goodput_turns_speculation_off_in_a_distributed_run_when_acceptance_collapses(tmp_path):
     # alpha 0.05: a k = 1 verify (22 ms + context) yields 1.05 tokens, a plain decode
     # step (20 ms) one: every request speculates only until its estimate collapses.

@@ -37,6 +37,7 @@ def test_every_planned_file_is_committed_and_small(names):
     assert "llama-2-70b+tinyllama-1.1b__h100-sxm5-80gb.csv" in names
 
 
+@pytest.mark.slow
 def test_files_load_and_pass_the_shape_and_monotonicity_checks(names):
     assert check_loadable(LUT_DIR, names).ok
     frames = _frames(LUT_DIR, names)

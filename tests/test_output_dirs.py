@@ -65,6 +65,7 @@ def test_a_directory_this_user_cannot_write_is_refused(tmp_path, capsys):
         locked.chmod(0o700)
 
 
+@pytest.mark.slow
 def test_the_configured_output_directory_is_checked_and_named(tmp_path):
     taken = _file(tmp_path)
     scenario = write_scenario(
@@ -92,6 +93,7 @@ def test_a_read_only_file_system_is_refused(tmp_path, capsys):
     assert "cannot create entries in /sys" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sigint_during_a_run_prints_one_line_and_exits_130(tmp_path):
     """Ctrl-C in the middle of a long run: no traceback, earlier results kept."""
     scenario = _scenario(tmp_path, requests=50_000)
@@ -182,6 +184,7 @@ for _ in range(15):
 """
 
 
+@pytest.mark.slow
 def test_two_runs_writing_one_directory_leave_one_whole_set(tmp_path):
     scenario = _scenario(tmp_path, requests=20)
     out = tmp_path / "out"

@@ -61,6 +61,7 @@ def test_help_and_version_import_no_heavy_library():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_validate_and_plot_subcommands_match_the_scripts(tmp_path, capsys):
     assert main(["validate", str(EXAMPLE)]) == 0
     assert capsys.readouterr().out.startswith(f"OK {EXAMPLE}: scenario none_baseline")

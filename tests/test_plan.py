@@ -52,6 +52,7 @@ def write_space(tmp_path: Path, document: dict[str, Any], name: str = "space.yam
 REPLICAS = {"pools": {"pool": {"replicas": [1, 2, 4]}}}
 
 
+@pytest.mark.slow
 def test_the_known_best_configuration_ranks_first(tmp_path: Path) -> None:
     verify_bound(tmp_path)
     frame = plan(write_space(tmp_path, REPLICAS), tmp_path / "out", workers=1, figures=False)
@@ -69,6 +70,7 @@ def test_the_known_best_configuration_ranks_first(tmp_path: Path) -> None:
     assert best["goodput_requests_per_gpu_s"] == pytest.approx(best["goodput_requests_per_s"] / 4)
 
 
+@pytest.mark.slow
 def test_table_is_the_same_run_twice_and_with_two_workers(tmp_path: Path) -> None:
     verify_bound(tmp_path)
     space = write_space(tmp_path, {"pools": {"pool": {"replicas": [1, 2]}}})
@@ -80,6 +82,7 @@ def test_table_is_the_same_run_twice_and_with_two_workers(tmp_path: Path) -> Non
     assert first == (tmp_path / "c" / "plan.csv").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
     reason="Ray is not installed: the test extra installs it where PyPI has a Ray wheel for "
@@ -172,6 +175,7 @@ def test_tensor_parallel_axis_swaps_the_pool_profile(tmp_path: Path) -> None:
     assert pool.tensor_parallel == 1 and pool.profile_path.name == "a100-tp1.yaml"
 
 
+@pytest.mark.slow
 def test_cli_writes_the_table_and_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -198,6 +202,7 @@ def test_cli_bad_space_exits_2_without_traceback(
     assert main(["plan", str(space), "--slo-attainment", "1.5"]) == 2
 
 
+@pytest.mark.slow
 def test_validate_recognises_plan_spaces(tmp_path: Path) -> None:
     verify_bound(tmp_path)
     space = write_space(tmp_path, REPLICAS)

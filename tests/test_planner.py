@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from simulator import load_scenario, run
 from simulator.outputs import PLANNER_LOG, write_results
@@ -72,6 +73,7 @@ def _goodput(scenario: Scenario) -> float:
     return float(value)
 
 
+@pytest.mark.slow
 def test_the_planner_finds_the_known_best_replica_count(tmp_path):
     """At 6 requests/s, 2 replicas are overloaded and 8 idle half the time: 4 is best.
 
@@ -90,6 +92,7 @@ def test_the_planner_finds_the_known_best_replica_count(tmp_path):
     assert ts[ts["time_s"] >= 20]["replicas_active"].eq(4).all()
 
 
+@pytest.mark.slow
 def test_the_planner_adapts_to_a_doubled_rate_and_beats_the_first_half_best(tmp_path):
     """3 requests/s for 60 s, then 6: the best fixed count for the first half is 2.
 
@@ -111,6 +114,7 @@ def test_the_planner_adapts_to_a_doubled_rate_and_beats_the_first_half_best(tmp_
     assert planned > fixed * 1.5, (planned, fixed)
 
 
+@pytest.mark.slow
 def test_same_seed_gives_an_identical_planner_log(tmp_path):
     """Two runs of the same scenario write byte-identical planner logs and time series."""
     texts = []
@@ -166,6 +170,7 @@ def test_the_report_draws_the_planner_decisions(tmp_path):
     assert ax.get_title() == "Planner decisions"
 
 
+@pytest.mark.slow
 def test_hill_climbing_walks_to_the_known_best_evaluating_neighbours_only(tmp_path):
     """With search: hill_climb over 1..8 replicas, started on 2, the planner reaches 4 within
     two rounds and stays next to it, evaluating at most three candidates a round (the

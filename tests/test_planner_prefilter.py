@@ -53,6 +53,7 @@ def test_the_estimate_is_the_verify_utilisation_of_the_hand_computed_load(tmp_pa
     assert min(estimates, key=lambda n: estimates[n].rank()) == 4
 
 
+@pytest.mark.slow
 def test_analytic_keep_windows_only_the_best_estimates_and_still_finds_the_known_best(tmp_path):
     """With analytic_keep 2 of 3 candidates, two get a window each round and 4 is chosen."""
     planner = {**_planner(20), "analytic_keep": 2}
@@ -75,6 +76,7 @@ def test_without_analytic_keep_the_log_has_no_prefilter_columns(tmp_path):
     assert "analytic_goodput" not in result.planner_log.columns
 
 
+@pytest.mark.slow
 def test_windows_on_a_process_pool_decide_exactly_as_in_process(tmp_path):
     """Scores come back in candidate order, so the log and the run do not depend on the pool."""
     scenario = _scenario(tmp_path, [(3, 30), (6, 30)], 2, _planner(10))
@@ -88,6 +90,7 @@ def test_windows_on_a_process_pool_decide_exactly_as_in_process(tmp_path):
     assert serial.summary == pooled.summary
 
 
+@pytest.mark.slow
 def test_windows_on_ray_decide_exactly_as_in_process(tmp_path):
     pytest.importorskip("ray")
     scenario = _scenario(tmp_path, [(6, 20)], 2, _planner(10))
@@ -109,6 +112,7 @@ def test_window_runner_checks_its_options():
         window_runner("local", 0, None)
 
 
+@pytest.mark.slow
 def test_cli_workers_do_not_change_the_planner_log(tmp_path):
     from simulator.cli import main
 
@@ -147,6 +151,7 @@ def test_the_estimate_of_an_empty_window_is_nothing(tmp_path):
     assert empty.goodput == 0.0 and math.isinf(empty.worst_ratio)
 
 
+@pytest.mark.slow
 def test_the_choice_follows_the_energy_penalised_goodput(tmp_path):
     """With an energy penalty every round applies the candidate of the best penalised estimate."""
     planner = {

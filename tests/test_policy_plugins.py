@@ -260,6 +260,7 @@ def _simulate(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_entry_point_policy_is_listed_and_runs(tmp_path):
     site = _distribution(tmp_path / "site", "admission.first_n = demo_plugin.mod:FirstN\n")
     listed = _simulate(site, "policies")
@@ -291,6 +292,7 @@ def test_without_the_plugin_its_name_is_unknown(tmp_path):
     assert caught.value.issues[0].key_path == "scheduler.admission_control.policy"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("entry_points", "message"),
     [
@@ -318,6 +320,7 @@ def test_broken_entry_point_stops_with_exit_2(tmp_path, entry_points, message):
     assert message in done.stderr
 
 
+@pytest.mark.slow
 def test_two_plugins_with_one_name_name_both(tmp_path):
     site = _distribution(
         tmp_path / "site",

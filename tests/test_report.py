@@ -61,6 +61,7 @@ def _png_dpi(path: Path) -> float:
     raise AssertionError(f"{path.name} has no pHYs chunk")
 
 
+@pytest.mark.slow
 def test_every_figure_renders_as_300_dpi_png_beside_svg(runs, tmp_path):
     result = load_run(runs["distributed"])
     out = tmp_path / "report"
@@ -76,6 +77,7 @@ def test_every_figure_renders_as_300_dpi_png_beside_svg(runs, tmp_path):
     assert len(specs) == 15  # a distributed run has data for every figure
 
 
+@pytest.mark.slow
 def test_report_numbers_come_from_the_summary(runs, tmp_path):
     result = load_run(runs["distributed"])
     html_path, md_path = write_report([result], tmp_path / "report")
@@ -96,6 +98,7 @@ def test_report_numbers_come_from_the_summary(runs, tmp_path):
             assert f"{metric.better} is better" in metric.label
 
 
+@pytest.mark.slow
 def test_comparison_reports_ratios_to_the_first_run(runs, tmp_path):
     baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
     _, md_path = write_report([baseline, other], tmp_path / "comparison")
@@ -136,6 +139,7 @@ def test_none_mode_figures_say_there_is_no_speculation(runs):
     assert "no verify rounds" in ax.texts[0].get_text()
 
 
+@pytest.mark.slow
 def test_simulate_report_flag_writes_the_report(tmp_path):
     path = write_scenario(tmp_path, mode="fused", workload=synthetic(10, 5.0, 200, 20))
     out = tmp_path / "out"
@@ -144,6 +148,7 @@ def test_simulate_report_flag_writes_the_report(tmp_path):
     assert (out / "report" / "cdf_ttft.png").is_file()
 
 
+@pytest.mark.slow
 def test_plot_metrics_refuses_a_missing_or_broken_directory(tmp_path, runs):
     missing = run_python("scripts/plot_metrics.py", str(tmp_path / "nothing"))
     assert missing.returncode == 2
@@ -159,6 +164,7 @@ def test_plot_metrics_refuses_a_missing_or_broken_directory(tmp_path, runs):
     assert "summary.json" in done.stderr and "valid JSON" in done.stderr
 
 
+@pytest.mark.slow
 def test_plot_metrics_names_a_broken_resolved_scenario(tmp_path, runs):
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -171,6 +177,7 @@ def test_plot_metrics_names_a_broken_resolved_scenario(tmp_path, runs):
     assert "scenario.resolved.yaml" in done.stderr and "line" in done.stderr
 
 
+@pytest.mark.slow
 def test_report_names_the_scenarios_description_and_references(tmp_path):
     scenario_dir = tmp_path / "scenario"
     scenario_dir.mkdir()
@@ -209,6 +216,7 @@ def _labelled_run(tmp_path: Path, mode: str, label: str | None, seed: int = 1) -
     return out
 
 
+@pytest.mark.slow
 def test_report_shows_labels_slo_targets_and_per_slo_pass_rates(tmp_path):
     base = _labelled_run(tmp_path, "none", "plain decoding")
     spec = _labelled_run(tmp_path, "distributed", "phones draft")
@@ -233,6 +241,7 @@ def test_report_shows_labels_slo_targets_and_per_slo_pass_rates(tmp_path):
     assert "<th>TTFT pass (%)</th><th>TPOT pass (%)</th><th>TVT pass (%)</th>" in page
 
 
+@pytest.mark.slow
 def test_two_runs_with_one_label_never_share_a_legend_entry(tmp_path):
     first = _labelled_run(tmp_path, "fused", "same", seed=1)
     second = _labelled_run(tmp_path, "fused", "same", seed=2)
@@ -254,6 +263,7 @@ def test_distinct_labels_widen_only_repeated_names_deterministically():
     ]
 
 
+@pytest.mark.slow
 def test_label_options_name_the_runs(tmp_path, runs):
     path = write_scenario(tmp_path, mode="fused", workload=synthetic(5, 5.0, 200, 5))
     out = tmp_path / "labelled"
@@ -279,6 +289,7 @@ def test_label_options_name_the_runs(tmp_path, runs):
     assert "Traceback" not in too_many.stderr and "--label" in too_many.stderr
 
 
+@pytest.mark.slow
 def test_no_figure_for_a_metric_a_run_lacks(runs, tmp_path):
     result = load_run(runs["none"])
     stems = {spec.stem for spec in figure_specs([result])}

@@ -298,6 +298,7 @@ def test_predicted_latency_sends_the_far_clients_fused(tmp_path):
     assert list(modes["far"]) == ["fused"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fraction", "fused"), [(0.0, 0), (0.25, 5), (0.5, 10), (1.0, 20)])
 def test_fused_fraction_in_a_run(tmp_path, fraction, fused):
     workload = _origin_trace(tmp_path / "trace", 20)

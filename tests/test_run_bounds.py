@@ -72,6 +72,7 @@ ASTRONOMICAL: dict[str, Build] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ASTRONOMICAL))
 def test_astronomical_simulated_time_ends_with_bounded_samples(tmp_path, name):
     scenario = load_scenario(ASTRONOMICAL[name](tmp_path))

@@ -56,6 +56,7 @@ def _grids_from(tmp_path, context_min: int, batch_max: int) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_lut_grids_that_just_cover_the_run_validate_and_run_under_raise(tmp_path, mode):
     """Prompts of 100 tokens, grids from context 100, six requests and batches up to six."""

@@ -61,6 +61,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("mode", MODES)
 def test_fused_iterations_equal_stepped_ones_when_overloaded(tmp_path, mode, case):

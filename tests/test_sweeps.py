@@ -32,6 +32,7 @@ def _sweep_file(tmp_path: Path, body: dict) -> Path:
 GRID = {"grid": {"seed": [1, 2], "workload.arrival_scale": [0.5, 1.0, 2.0, 4.0]}}
 
 
+@pytest.mark.slow
 def test_eight_runs_identical_on_one_and_two_workers(tmp_path):
     _scenario(tmp_path)
     file = _sweep_file(tmp_path, GRID)
@@ -53,6 +54,7 @@ def test_eight_runs_identical_on_one_and_two_workers(tmp_path):
     assert one.loc[3, "offered_requests_per_s"] > one.loc[0, "offered_requests_per_s"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
     reason="Ray is not installed: the test extra installs it where PyPI has a Ray wheel for "
@@ -86,6 +88,7 @@ def test_resume_skips_finished_runs(tmp_path):
     assert (out / "sweep.csv").read_bytes() == first
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     """SIGKILL a real ``simulate sweep`` after its second run; the rerun keeps the finished ones."""
     import os
@@ -264,6 +267,7 @@ def test_a_pickled_scenario_runs_under_another_hash_seed(tmp_path):
     assert int(done.stdout) == run(scenario).summary["requests"]["completed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["low_rtt_k_rate.yaml", "bench_sweep.yaml"])
 def test_shipped_sweep_files_resolve(name):
     from simulator.sweeps import load_sweep

@@ -29,6 +29,7 @@ def reduced(tmp_path_factory):
     return out, pd.read_csv(out / "results.csv")
 
 
+@pytest.mark.slow
 def test_reduced_sweep_writes_one_row_per_point_and_accounting(reduced):
     out, table = reduced
     assert tuple(table.columns) == vpd.COLUMNS
@@ -105,6 +106,7 @@ def test_plain_decoding_variant_drops_the_lanes_and_keeps_the_target():
     assert doc["workload"]["synthetic"]["num_requests"] == 10
 
 
+@pytest.mark.slow
 def test_sweep001_runs_ten_requests_per_level_to_completion(tmp_path):
     """The smaller sweep: closed loop, ten requests of 100 tokens, no cut."""
     assert vpd.main(["--reduced", "--sweep001", "-o", str(tmp_path), "--workers", "2"]) == 0
@@ -126,6 +128,7 @@ def overlap_sweep(tmp_path_factory):
     return out, pd.read_csv(out / "results.csv", keep_default_na=False, na_values=[""])
 
 
+@pytest.mark.slow
 def test_overlap_sweep_adds_one_point_per_efficiency_beside_the_serialized_one(overlap_sweep):
     """--overlap: closed loop, 0 ms host overhead, serialized plus each efficiency."""
     out, table = overlap_sweep
@@ -198,6 +201,7 @@ H100_SCENARIOS = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", H100_SCENARIOS, ids=lambda p: p.name)
 def test_h100_scenarios_validate_at_the_smallest_tp_their_verifier_lut_covers(path):
     done = run_python("scripts/validate_scenario.py", str(path))
@@ -238,6 +242,7 @@ def _mean_k(out, variant, arch, c, host):
     return float(mean_k)
 
 
+@pytest.mark.slow
 def test_k_controller_column_names_the_controller_of_every_point(controlled, reduced):
     _, table = controlled
     assert tuple(table.columns) == vpd.COLUMNS and vpd.COLUMNS[-1] == "k_controller"

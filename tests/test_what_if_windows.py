@@ -42,6 +42,7 @@ def _scenario(tmp_path, mode, replicas=2, name="scenario.yaml"):
     return load_scenario(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["none", "distributed", "fused", "hybrid"])
 def test_a_window_reproduces_the_full_run_exactly(tmp_path, mode):
     """Every request that ends within the window has its full-run record, field for field."""
@@ -161,6 +162,7 @@ def test_a_closed_loop_window_reproduces_the_full_run(tmp_path):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["design_example", "hybrid_mix"])
 def test_windows_of_the_shipped_examples_reproduce_their_full_runs(name):
     """Real profiles, several pools, both hybrid lanes and the example's policies."""
