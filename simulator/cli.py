@@ -20,6 +20,10 @@ Every subcommand takes ``-v/--verbose`` (repeat for more) and
 subcommand; any other first argument is a scenario to run, so a scenario file
 named like a subcommand runs as ``simulate ./validate``.
 
+``run``, ``validate``, ``sweep``, ``capacity`` and ``plan`` take
+``--allow-plugins MODULE[,MODULE]``: the consent a scenario needs to import a
+policy class by import path (see SCENARIO.md, "Plug-ins and trust").
+
 Each subcommand lives in its own module of :mod:`simulator.commands`, which
 imports the heavy libraries only when it runs, so ``--help`` and
 ``--version`` answer at once. Adding a subcommand is one entry in
