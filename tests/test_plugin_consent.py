@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -194,6 +195,28 @@ def test_a_bad_environment_value_names_the_variable(tmp_path, monkeypatch, capsy
     assert f"environment: {ALLOW_PLUGINS_ENV}: not a module name (got 'bad value'" in (
         capsys.readouterr().err
     )
+
+
+def test_python_m_does_not_search_the_working_folder(tmp_path):
+    marker = tmp_path / "marker"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "helper.py").write_text(_marker_module(marker))
+    path = _scenario(work, "helper:FirstN")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop(ALLOW_PLUGINS_ENV, None)
+    for command in (["-m", "simulator"], ["-m", "simulator.cli"]):
+        done = subprocess.run(
+            [sys.executable, *command, "validate", str(path), "--allow-plugins", "helper"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "module 'helper' not found" in done.stderr
+        assert not marker.exists()
 
 
 def test_a_worker_that_did_not_load_the_scenario_imports_under_the_environment(
