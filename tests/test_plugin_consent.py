@@ -302,3 +302,24 @@ def test_ray_tasks_carry_the_consent(monkeypatch):
     assert ray_task_options() == {"num_cpus": 1}
     monkeypatch.setenv(ALLOW_PLUGINS_ENV, "mypkg")
     assert ray_task_options()["runtime_env"] == {"env_vars": {ALLOW_PLUGINS_ENV: "mypkg"}}
+
+
+def test_the_validate_script_imports_no_unallowed_module(tmp_path):
+    marker = tmp_path / "marker"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "scriptplug.py").write_text(_marker_module(marker))
+    path = _scenario(tmp_path, "scriptplug:FirstN")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    env.pop(ALLOW_PLUGINS_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "scripts/validate_scenario.py", str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--allow-plugins scriptplug" in done.stderr
+    assert not marker.exists()
