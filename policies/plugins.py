@@ -14,6 +14,17 @@ method the family's built-in policies all have (the family protocol's, e.g.
 ``route`` for routing), and a constructor taking the same positional
 arguments as theirs (``(params)``, ``(k, params)`` for k controllers,
 ``(limits, params)`` for the batching lanes).
+
+Importing a module runs its code, so a scenario file never decides alone
+that a module is imported: an import path is honoured only when its module
+is in the user's :class:`PluginConsent` (``--allow-plugins MODULE[,MODULE]``
+on the command line, or the ``SPECDEC_ALLOW_PLUGINS`` environment variable
+that the command line sets for its worker processes), and is checked against
+it before anything is imported. Allowing a module allows the modules inside
+it (``mypkg`` allows ``mypkg.routing``). Installing a distribution is consent
+to its entry points. Whatever a plug-in raises while it is imported or
+constructed, ``SystemExit`` and ``KeyboardInterrupt`` included, becomes a
+:class:`PolicyImportError` (or, in the engine, an input error).
 """
 
 from __future__ import annotations
@@ -21,13 +32,15 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from policies.registry import PolicyRegistryError, families
+from policies.registry import BUILTIN, PolicyRegistryError, UnknownPolicyError, families
+from simulator.suggest import did_you_mean
 
 ENTRY_POINT_GROUP = "specdec_sim.policies"
 """The entry point group plug-in distributions register their policy classes in."""
@@ -37,10 +50,78 @@ IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za
 
 _IMPORT_PATH = re.compile(IMPORT_PATH_PATTERN)
 
+ALLOW_PLUGINS_ENV = "SPECDEC_ALLOW_PLUGINS"
+"""The environment variable naming the modules a scenario may import (comma-separated)."""
+
+ALLOW_PLUGINS_OPTION = "--allow-plugins"
+"""The command-line option that gives the same consent (and sets :data:`ALLOW_PLUGINS_ENV`)."""
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
 
 def is_import_path(value: str) -> bool:
     """Return whether ``value`` has the form ``module.path:ClassName``."""
     return _IMPORT_PATH.match(value) is not None
+
+
+def split_module_list(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split ``MODULE[,MODULE...]`` into its module names and the parts that are not one.
+
+    Blanks around names and empty parts are ignored.
+    """
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    good = tuple(part for part in parts if _MODULE_NAME.match(part))
+    bad = tuple(part for part in parts if not _MODULE_NAME.match(part))
+    return good, bad
+
+
+@dataclass(frozen=True)
+class PluginConsent:
+    """The modules the user allows a scenario to import, given outside the scenario.
+
+    Attributes:
+        modules: Dotted module names; each also allows the modules inside it.
+    """
+
+    modules: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_environment(cls, extra: Iterable[str] = ()) -> PluginConsent:
+        """The modules :data:`ALLOW_PLUGINS_ENV` names, with ``extra`` added.
+
+        Parts of the variable that are not module names are skipped
+        (:func:`environment_problems` reports them).
+        """
+        named, _ = split_module_list(os.environ.get(ALLOW_PLUGINS_ENV, ""))
+        return cls(frozenset(named) | frozenset(extra))
+
+    def allows(self, module: str) -> bool:
+        """Whether ``module`` (or a package holding it) was allowed."""
+        return any(module == m or module.startswith(m + ".") for m in self.modules)
+
+
+def environment_problems() -> tuple[str, ...]:
+    """The parts of :data:`ALLOW_PLUGINS_ENV` that are not module names."""
+    return split_module_list(os.environ.get(ALLOW_PLUGINS_ENV, ""))[1]
+
+
+def how_to_allow(module: str) -> str:
+    """The ``allowed`` text of a refused module: how the user gives consent."""
+    return (
+        f"a registered policy name, or the import path once the module is allowed: "
+        f"{ALLOW_PLUGINS_OPTION} {module} on the command line (or {ALLOW_PLUGINS_ENV}={module} "
+        "in the environment; a scenario file cannot allow it)"
+    )
+
+
+def first_line(exc: BaseException) -> str:
+    """``ExceptionType: first line of its message``."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+PLUGIN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt)
+"""What a plug-in may raise while imported or constructed that is reported, not propagated."""
 
 
 class PolicyImportError(Exception):
@@ -152,40 +233,47 @@ def _family_requirements(family: str) -> str:
     )
 
 
-def import_policy(family: str, path: str) -> type[Any]:
+def import_policy(family: str, path: str, consent: PluginConsent) -> type[Any]:
     """Import the class ``module.path:ClassName`` and check it is a ``family`` policy.
 
-    The class is remembered by the family registry under ``path``, so the
-    engine finds it exactly as it finds a built-in.
+    The module must be allowed by ``consent``; this is checked before
+    anything is imported. The class is remembered by the family registry
+    under ``path``, so the engine finds it exactly as it finds a built-in.
 
     Raises:
-        PolicyImportError: Bad form, module not importable, no such
-            attribute, or not a policy class of this family.
+        PolicyImportError: Bad form, module not allowed, not importable
+            (whatever it raised, ``SystemExit`` included), no such attribute,
+            or not a policy class of this family.
     """
     if not is_import_path(path):
         raise PolicyImportError("not an import path", "module.path:ClassName")
     module_name, _, attribute = path.partition(":")
+    if not consent.allows(module_name):
+        raise PolicyImportError(
+            f"module {module_name!r} is not allowed to be imported (importing runs its code)",
+            how_to_allow(module_name),
+        )
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise PolicyImportError(
             f"module {exc.name or module_name!r} not found",
             "a module importable in this environment (installed, or on PYTHONPATH; "
-            "the scenario's folder is not searched)",
+            "neither the working folder nor the scenario's folder is searched)",
         ) from None
-    except Exception as exc:  # the user's module failed while importing
+    except PLUGIN_FAILURES as exc:  # the user's module failed while importing
         raise PolicyImportError(
-            f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}",
+            f"importing module {module_name!r} failed: {first_line(exc)}",
             "a module that imports without error",
         ) from None
     cls = getattr(module, attribute, None)
     if cls is None:
-        public = sorted(
-            n for n, v in vars(module).items() if inspect.isclass(v) and not n.startswith("_")
-        )
+        policies = _family_classes(family, module)
         raise PolicyImportError(
-            f"module {module_name!r} has no attribute {attribute!r}",
-            "a class of that module" + (f": {', '.join(public)}" if public else ""),
+            f"module {module_name!r} has no attribute {attribute!r}"
+            + did_you_mean(attribute, policies),
+            f"a {family} policy class of that module"
+            + (f": {', '.join(policies)}" if policies else " (it has none)"),
         )
     problem = interface_problem(family, cls)
     if problem is not None:
@@ -194,6 +282,43 @@ def import_policy(family: str, path: str) -> type[Any]:
     reg.add_imported(path, cls)
     found: type[Any] = cls
     return found
+
+
+def _family_classes(family: str, module: object) -> list[str]:
+    """The public names of ``module`` bound to classes that can serve as ``family`` policies."""
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and inspect.isclass(value)
+        and interface_problem(family, value) is None
+    )
+
+
+def policy_class(family: str, name: str, consent: PluginConsent | None = None) -> type[Any]:
+    """The class of policy ``name``: registered, or an import path imported now.
+
+    A worker process that did not load the scenario itself (a spawned pool
+    worker, a Ray worker) imports an import path here, under ``consent``
+    (default: the modules :data:`ALLOW_PLUGINS_ENV` names).
+
+    Raises:
+        UnknownPolicyError: ``name`` is neither registered nor an import path.
+        PolicyImportError: The import path cannot be used (see :func:`import_policy`).
+    """
+    reg = families()[family]
+    try:
+        found: type[Any] = reg.get(name)
+    except UnknownPolicyError:
+        if not is_import_path(name):
+            raise
+        return import_policy(family, name, consent or PluginConsent.from_environment())
+    return found
+
+
+def is_plugin(family: str, name: str) -> bool:
+    """Whether policy ``name`` of ``family`` comes from outside the package."""
+    return families()[family].origin(name) != BUILTIN
 
 
 _loaded: list[PluginProblem] | None = None
@@ -241,8 +366,8 @@ def _register_entry_point(
         )
     try:
         cls = ep.load()
-    except Exception as exc:  # the plug-in failed while importing
-        return f"loading failed: {type(exc).__name__}: {exc}", "an importable module:ClassName"
+    except PLUGIN_FAILURES as exc:  # the plug-in failed while importing
+        return f"loading failed: {first_line(exc)}", "an importable module:ClassName"
     problem = interface_problem(family, cls)
     if problem is not None:
         return problem, _family_requirements(family)

@@ -3,6 +3,7 @@
 Usage::
 
     python scripts/validate_scenario.py FILE_OR_DIR [FILE_OR_DIR ...] [--kind KIND]
+        [--allow-plugins MODULE[,MODULE]]
 
 The same as ``simulate validate`` (see :mod:`simulator.commands.validate`):
 prints one ``OK`` line per valid file and every problem of each invalid one;

@@ -1,7 +1,8 @@
-"""``python -m simulator``: the ``simulate`` command."""
+"""``python -m simulator``: the ``simulate`` command (the working folder is not searched)."""
 
 import sys
 
-from simulator.cli import main
+from simulator.cli import forget_working_folder, main
 
+forget_working_folder()
 sys.exit(main())

@@ -20,6 +20,10 @@ Every subcommand takes ``-v/--verbose`` (repeat for more) and
 subcommand; any other first argument is a scenario to run, so a scenario file
 named like a subcommand runs as ``simulate ./validate``.
 
+``run``, ``validate``, ``sweep``, ``capacity`` and ``plan`` take
+``--allow-plugins MODULE[,MODULE]``: the consent a scenario needs to import a
+policy class by import path (see SCENARIO.md, "Plug-ins and trust").
+
 Each subcommand lives in its own module of :mod:`simulator.commands`, which
 imports the heavy libraries only when it runs, so ``--help`` and
 ``--version`` answer at once. Adding a subcommand is one entry in
@@ -95,6 +99,26 @@ def command_words(words: list[str]) -> list[str]:
     return [DEFAULT_COMMAND, *words]
 
 
+def forget_working_folder() -> None:
+    """Take the working folder off ``sys.path`` where ``python -m`` put it.
+
+    ``python -m simulator`` searches the working folder for modules first, the
+    ``simulate`` console script does not: without this, a ``helper.py`` lying
+    there would be imported by a scenario's ``helper:Class`` under one and not
+    the other. A folder the user put on ``PYTHONPATH`` stays. The packages of
+    this project are imported first, so a source checkout run from its root
+    still finds them.
+    """
+    from pathlib import Path
+
+    import policies  # noqa: F401  (found before the folder goes; submodules follow it)
+
+    if getattr(sys.flags, "safe_path", False) or not sys.path:  # python -P: nothing added
+        return
+    if sys.path[0] in ("", str(Path.cwd())):
+        del sys.path[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``simulate`` command."""
     from simulator.log_setup import configure_logging
@@ -107,4 +131,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    forget_working_folder()
     sys.exit(main())

@@ -1,18 +1,24 @@
-"""Helpers shared by the command-line entry points: error reporting and exit codes."""
+"""Helpers shared by the command-line entry points: error reporting, exit codes, consent."""
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
-from simulator.errors import EXIT_INPUT_ERROR, InputError
+from simulator.errors import EXIT_INPUT_ERROR, InputError, Issue, make_issue
 
 EXIT_INTERRUPTED = 130
 """Process exit code after Ctrl-C (128 + SIGINT), as shells report it."""
 
 
-def run_guarded(entry: Callable[[], int]) -> int:
+def run_guarded(entry: Callable[[], int], allow_plugins: Sequence[str] = ()) -> int:
     """Run ``entry``; print input errors as one clear message and return exit code 2.
+
+    ``allow_plugins`` holds the values of ``--allow-plugins``: while ``entry``
+    runs, the modules they name are allowed as policy plug-ins (see
+    :func:`plugin_consent`).
 
     An interrupt (Ctrl-C) prints one line and returns :data:`EXIT_INTERRUPTED`;
     results are swapped in whole as the last step of a run, so an interrupted
@@ -22,10 +28,55 @@ def run_guarded(entry: Callable[[], int]) -> int:
     not problems with the user's input.
     """
     try:
-        return entry()
+        with plugin_consent(allow_plugins):
+            return entry()
     except InputError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt:
         print("\ninterrupted: no new results were written", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+@contextmanager
+def plugin_consent(values: Sequence[str]) -> Iterator[None]:
+    """Allow the modules of ``--allow-plugins`` values (``MODULE[,MODULE]``) for the block.
+
+    They are added to the environment variable ``SPECDEC_ALLOW_PLUGINS``
+    (restored afterwards), which the scenario loader reads and the worker
+    processes of sweeps and planners inherit.
+
+    Raises:
+        InputError: A value that is not a comma-separated list of module names.
+    """
+    from policies.plugins import ALLOW_PLUGINS_ENV, ALLOW_PLUGINS_OPTION, split_module_list
+
+    modules: list[str] = []
+    issues: list[Issue] = []
+    for value in values:
+        good, bad = split_module_list(value)
+        modules.extend(good)
+        issues.extend(
+            make_issue(
+                "command line",
+                ALLOW_PLUGINS_OPTION,
+                part,
+                "comma-separated module names, e.g. mypkg,other.policies",
+                "not a module name",
+            )
+            for part in (bad or (() if good else (value,)))
+        )
+    if issues:
+        raise InputError(issues)
+    if not modules:
+        yield
+        return
+    before = os.environ.get(ALLOW_PLUGINS_ENV)
+    os.environ[ALLOW_PLUGINS_ENV] = ",".join([*filter(None, [before]), *modules])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ALLOW_PLUGINS_ENV, None)
+        else:
+            os.environ[ALLOW_PLUGINS_ENV] = before

@@ -164,6 +164,21 @@ def start_ray(ray: Any, workers: int, address: str | None) -> bool:
     return True
 
 
+def ray_task_options() -> dict[str, Any]:
+    """Options of a Ray task: one CPU, and the user's plug-in consent.
+
+    Workers of a cluster do not share this process's environment, so the
+    modules ``SPECDEC_ALLOW_PLUGINS`` allows are handed to them explicitly.
+    """
+    from policies.plugins import ALLOW_PLUGINS_ENV
+
+    options: dict[str, Any] = {"num_cpus": 1}
+    consent = os.environ.get(ALLOW_PLUGINS_ENV)
+    if consent:
+        options["runtime_env"] = {"env_vars": {ALLOW_PLUGINS_ENV: consent}}
+    return options
+
+
 def _ray(
     function: Callable[[TaskT], ResultT],
     tasks: Sequence[TaskT],
@@ -172,7 +187,7 @@ def _ray(
 ) -> Iterator[ResultT]:
     ray = import_ray()
     started_here = start_ray(ray, workers, address)
-    remote: Callable[..., Any] = ray.remote(num_cpus=1)(function).remote
+    remote: Callable[..., Any] = ray.remote(**ray_task_options())(function).remote
     try:
         pending = [remote(task) for task in tasks]
         while pending:

@@ -10,7 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator.commands.scenario_options import add_scenario_options, add_search_bounds
+from simulator.commands.scenario_options import (
+    add_plugin_option,
+    add_scenario_options,
+    add_search_bounds,
+)
 
 HELP = "bisect workload.arrival_scale for the highest rate meeting an SLO attainment"
 
@@ -23,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_search_bounds(parser)
     add_scenario_options(parser)
+    add_plugin_option(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print the result line only")
 
 
@@ -53,4 +58,4 @@ def execute(args: argparse.Namespace) -> int:
         print(result.describe())
         return 0
 
-    return run_guarded(entry)
+    return run_guarded(entry, args.allow_plugins)

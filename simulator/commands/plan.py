@@ -14,7 +14,11 @@ import argparse
 from pathlib import Path
 
 from simulator.capacity_bounds import DEFAULT_SLO_ATTAINMENT
-from simulator.commands.scenario_options import add_executor_options, add_search_bounds
+from simulator.commands.scenario_options import (
+    add_executor_options,
+    add_plugin_option,
+    add_search_bounds,
+)
 
 HELP = "search pool sizes, parallelism and speculation for the best goodput per GPU"
 
@@ -36,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_search_bounds(parser)
     add_executor_options(parser)
+    add_plugin_option(parser)
     parser.add_argument(
         "--top", type=int, default=DEFAULT_TOP, help=f"rows printed (default {DEFAULT_TOP})"
     )
@@ -63,4 +68,4 @@ def execute(args: argparse.Namespace) -> int:
         print(render_top(frame, 1 if args.quiet else max(args.top, 1)))
         return 1 if (frame["status"] == "failed").any() else 0
 
-    return run_guarded(entry)
+    return run_guarded(entry, args.allow_plugins)

@@ -18,7 +18,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.commands.scenario_options import add_executor_options, add_scenario_options
+from simulator.commands.scenario_options import (
+    add_executor_options,
+    add_plugin_option,
+    add_scenario_options,
+)
 
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
@@ -36,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", type=Path, default=None, help="results directory")
     add_scenario_options(parser)
+    add_plugin_option(parser)
     add_executor_options(parser, "the online planner's what-if windows")
     parser.add_argument(
         "--label", default=None, help="name of the run in tables and legends (metadata.label)"
@@ -120,4 +125,4 @@ def execute(args: argparse.Namespace) -> int:
                 print(f"report in {reports[0]}")
         return 0
 
-    return run_guarded(entry)
+    return run_guarded(entry, args.allow_plugins)

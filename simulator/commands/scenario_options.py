@@ -1,4 +1,4 @@
-"""Options several subcommands share: scenario overrides, search bounds, executors."""
+"""Options several subcommands share: scenario overrides, search bounds, executors, consent."""
 
 from __future__ import annotations
 
@@ -51,3 +51,16 @@ def add_executor_options(parser: argparse.ArgumentParser, runs: str = "the runs"
         "--workers", type=int, default=None, help="processes (default: this machine's CPUs)"
     )
     parser.add_argument("--ray-address", default=None, help="a running Ray cluster (ray only)")
+
+
+def add_plugin_option(parser: argparse.ArgumentParser) -> None:
+    """Add the repeatable ``--allow-plugins MODULE[,MODULE]``."""
+    parser.add_argument(
+        "--allow-plugins",
+        dest="allow_plugins",
+        action="append",
+        default=[],
+        metavar="MODULE[,MODULE]",
+        help="let the scenario import policy classes from these modules (and the modules "
+        "inside them) by import path, module.path:ClassName; without it nothing is imported",
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator.commands.scenario_options import add_executor_options
+from simulator.commands.scenario_options import add_executor_options, add_plugin_option
 
 HELP = "run a scenario at every point of a sweep file and tabulate the runs"
 
@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-o", "--output", type=Path, default=None, help="directory (default results/sweeps/<id>)"
     )
     add_executor_options(parser)
+    add_plugin_option(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print no summary line")
 
 
@@ -44,4 +45,4 @@ def execute(args: argparse.Namespace) -> int:
             print(f"{len(frame)} runs, {failed} failed")
         return 1 if (frame["status"] == "failed").any() else 0
 
-    return run_guarded(entry)
+    return run_guarded(entry, args.allow_plugins)

@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from simulator.commands.scenario_options import add_plugin_option
+
 HELP = "validate scenario files (and what they reference) without running them"
 
 
@@ -25,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="treat every file as this kind instead of detecting it",
     )
+    add_plugin_option(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -72,4 +75,4 @@ def execute(args: argparse.Namespace) -> int:
             return EXIT_INPUT_ERROR
         return 0
 
-    return run_guarded(entry)
+    return run_guarded(entry, args.allow_plugins)

@@ -37,7 +37,6 @@ from typing import Any, Protocol
 
 import simpy
 
-from policies import registry
 from policies.views import (
     AdmissionQuery,
     DraftCandidate,
@@ -55,6 +54,7 @@ from simulator.engine.draft_device import DraftDevice
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.network import Network
+from simulator.engine.policy_build import instantiate
 from simulator.engine.request_state import Drafter, RequestRecord, RequestState, to_record
 from simulator.engine.runtime import ROLE_MODES, ReplicaPlan, Runtime
 from simulator.engine.target import DRAINING, LOADING, RETIRED, SERVING, TargetReplica
@@ -196,13 +196,8 @@ def _replica_index(replica: TargetReplica) -> int:
 
 
 def _instantiate(choice: PolicyChoice, *args: Any, streams: RandomStreams | None = None) -> Any:
-    """Build the chosen policy; one whose class names a ``random_stream`` gets it as ``rng``."""
-    cls = registry(choice.family).get(choice.name)
-    stream = getattr(cls, "random_stream", None)
-    if stream is not None:
-        assert streams is not None, f"policy {choice.name} draws from stream {stream!r}"
-        return cls(*args, choice.params, rng=streams.get(stream))
-    return cls(*args, choice.params)
+    """Build the chosen policy (see :func:`simulator.engine.policy_build.instantiate`)."""
+    return instantiate(choice, *args, streams=streams)
 
 
 def _decode_lanes(lane: LaneSpec) -> dict[str, Any]:

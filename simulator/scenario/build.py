@@ -17,7 +17,15 @@ import jsonschema
 
 from policies import registry
 from policies.batching import BatchLimits
-from policies.plugins import PolicyImportError, import_policy, is_import_path
+from policies.plugins import (
+    PLUGIN_FAILURES,
+    PluginConsent,
+    PolicyImportError,
+    first_line,
+    import_policy,
+    is_import_path,
+    is_plugin,
+)
 from simulator.acceptance import load_acceptance_model
 from simulator.builtin_data import ALLOWED as ALLOWED_BUILTIN
 from simulator.builtin_data import unknown_builtin
@@ -116,9 +124,10 @@ def _non_defaults(
 class _Builder:
     """Accumulates issues while turning one validated document into a Scenario."""
 
-    def __init__(self, document: Mapping[str, Any], file: Path) -> None:
+    def __init__(self, document: Mapping[str, Any], file: Path, consent: PluginConsent) -> None:
         self.doc = document
         self.file = file
+        self.consent = consent
         self.base_dir = file.parent
         self.issues: list[Issue] = []
 
@@ -173,14 +182,16 @@ class _Builder:
         """Look up a policy class and build its parameters, reporting bad ones.
 
         ``name`` is a registered name or an import path ``module.path:ClassName``,
-        imported and checked here; ``name_key`` is its key under ``key``.
+        imported (when the user's consent allows its module) and checked here;
+        ``name_key`` is its key under ``key``.
         """
+        where = {"file": str(self.file), "key": f"{key}.{name_key}"}
         if is_import_path(name):
             try:
-                cls = import_policy(family, name)
+                cls = import_policy(family, name, self.consent)
             except PolicyImportError as exc:
                 self.issue(f"{key}.{name_key}", name, exc.allowed, exc.problem)
-                return PolicyChoice(family=family, name=name, params=None)
+                return PolicyChoice(family=family, name=name, params=None, **where)
             try:
                 jsonschema.validators.validator_for(cls.params_schema).check_schema(
                     cls.params_schema
@@ -192,7 +203,7 @@ class _Builder:
                     "a class whose params_schema is a valid JSON Schema",
                     f"invalid params_schema: {exc.message}",
                 )
-                return PolicyChoice(family=family, name=name, params=None)
+                return PolicyChoice(family=family, name=name, params=None, **where)
         else:
             cls = registry(family).get(name)
         problems = schema_issues(dict(params), cls.params_schema, self.file)
@@ -207,8 +218,20 @@ class _Builder:
                     problem.problem,
                 )
             )
-        built = None if problems else cls.Params(**dict(params))
-        return PolicyChoice(family=family, name=name, params=built)
+        built = None
+        if not problems:
+            try:
+                built = cls.Params(**dict(params))
+            except PLUGIN_FAILURES as exc:
+                if not is_plugin(family, name):
+                    raise  # a built-in's bug, not the user's input
+                self.issue(
+                    f"{key}.params",
+                    dict(params),
+                    "parameters the plug-in's Params accepts",
+                    f"{cls.__module__}.{cls.__qualname__}.Params failed: {first_line(exc)}",
+                )
+        return PolicyChoice(family=family, name=name, params=built, **where)
 
     # -- sections ----------------------------------------------------------
     def metadata(self) -> Metadata:
@@ -880,7 +903,7 @@ class _Builder:
         name = self.doc["scheduler"]["arbitration"]["policy"]
         try:
             cls = (
-                import_policy("arbitration", name)
+                import_policy("arbitration", name, self.consent)
                 if is_import_path(name)
                 else registry("arbitration").get(name)
             )
@@ -1372,12 +1395,17 @@ def _available(table: LutTable, model: str, hardware: str) -> str:
 
 
 def build_scenario(
-    document: Mapping[str, Any], file: Path, resolved: Mapping[str, Any] | None = None
+    document: Mapping[str, Any],
+    file: Path,
+    resolved: Mapping[str, Any] | None = None,
+    consent: PluginConsent | None = None,
 ) -> Scenario:
     """Build a :class:`Scenario` from a schema-valid, default-filled document.
 
     ``resolved`` is the document to record as the scenario's resolved form
-    (default: ``document``).
+    (default: ``document``). ``consent`` names the modules an import-path
+    policy may come from (default: those the environment variable
+    ``SPECDEC_ALLOW_PLUGINS`` names); no other module is imported.
 
     With ``simulation.lut_out_of_range: raise``, the LUT lookups the run
     will make for the workload's requests are checked against the grids too
@@ -1386,7 +1414,7 @@ def build_scenario(
     Raises:
         InputError: With every cross-field and referenced-file problem.
     """
-    builder = _Builder(document, file)
+    builder = _Builder(document, file, consent or PluginConsent.from_environment())
     profiles = builder.profiles()
     device_ids = {e["id"]: e["type"] for e in document["hardware_profiles"]}
     network = builder.network(device_ids)

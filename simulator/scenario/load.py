@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from policies.plugins import ENTRY_POINT_GROUP, load_entry_points
+from policies.plugins import (
+    ALLOW_PLUGINS_ENV,
+    ENTRY_POINT_GROUP,
+    PluginConsent,
+    environment_problems,
+    load_entry_points,
+)
 from simulator.builtin_data import is_builtin
 from simulator.errors import InputError, Issue, make_issue
 from simulator.loading import fill_defaults, read_document, resolve_path, schema_issues
@@ -21,6 +27,8 @@ def load_scenario(
     path: str | Path,
     overrides: Sequence[str] = (),
     seed: int | None = None,
+    *,
+    allow_plugins: Iterable[str] = (),
 ) -> Scenario:
     """Load, validate and build a scenario file (YAML or JSON).
 
@@ -28,6 +36,10 @@ def load_scenario(
         path: The scenario file; paths inside it resolve against its folder.
         overrides: ``dotted.key=value`` strings applied before validation.
         seed: Replaces the scenario's ``seed`` when given.
+        allow_plugins: Modules (and the modules inside them) a policy named
+            by import path may come from, besides those the environment
+            variable ``SPECDEC_ALLOW_PLUGINS`` names. Any other import path
+            is refused before anything is imported.
 
     Raises:
         InputError: With every problem found in the scenario and the files it
@@ -47,11 +59,26 @@ def load_scenario(
     if seed is not None:
         document["seed"] = seed
     schema = scenario_schema()
-    issues = [*plugin_issues(), *schema_issues(document, schema, file)]
+    issues = [*consent_issues(), *plugin_issues(), *schema_issues(document, schema, file)]
     if issues:
         raise InputError(issues)
     filled = fill_defaults(document, schema)
-    return build_scenario(filled, file, resolved=absolute_paths(filled, file))
+    consent = PluginConsent.from_environment(allow_plugins)
+    return build_scenario(filled, file, resolved=absolute_paths(filled, file), consent=consent)
+
+
+def consent_issues() -> list[Issue]:
+    """Return one issue per part of ``SPECDEC_ALLOW_PLUGINS`` that is not a module name."""
+    return [
+        make_issue(
+            "environment",
+            ALLOW_PLUGINS_ENV,
+            part,
+            "comma-separated module names, e.g. mypkg,other.policies",
+            "not a module name",
+        )
+        for part in environment_problems()
+    ]
 
 
 def plugin_issues() -> list[Issue]:

@@ -8,7 +8,7 @@ raw YAML mapping.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,11 +44,15 @@ class PolicyChoice:
         family: The policy family (see :mod:`policies.families`).
         name: The registered policy name.
         params: An instance of the policy class's ``Params`` dataclass.
+        file: The scenario file that chose it ("" when built in Python), for messages.
+        key: The key that chose it, e.g. ``scheduler.routing.policy`` (for messages).
     """
 
     family: str
     name: str
     params: Any
+    file: str = field(default="", compare=False, repr=False)
+    key: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True)
