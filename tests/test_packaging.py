@@ -21,6 +21,7 @@ from simulator.cli import COMMANDS, command_words, main
 from simulator.log_setup import level_of
 from simulator.progress import TerminalProgress, progress_line
 from tests.commands import run_python
+from tests.engine_fixtures import synthetic, write_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "scenarios" / "examples" / "none_baseline.yaml"
@@ -48,6 +49,26 @@ def test_a_first_word_that_names_no_subcommand_is_a_scenario():
         assert command_words([name, "a"]) == [name, "a"]
     assert command_words(["--version"]) == ["--version"]
     assert command_words([]) == []
+
+
+@pytest.mark.parametrize(("word", "meant"), [("valdate", "validate"), ("polices", "policies")])
+def test_a_mistyped_subcommand_is_named_with_the_one_meant(
+    tmp_path, monkeypatch, capsys, word, meant
+):
+    monkeypatch.chdir(tmp_path)
+    assert main([word, "x.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert f"command line: COMMAND: unknown command '{word}'; did you mean '{meant}'?" in err
+    assert "unrecognized arguments" not in err and "Traceback" not in err
+
+
+def test_a_scenario_file_named_like_a_mistyped_subcommand_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 100, 10)).rename("valdate")
+    assert main(["valdate", "-q", "-o", "out"]) == 0
+    assert (tmp_path / "out" / "summary.json").is_file()
+    assert main(["runs.yaml"]) == 2  # a path: the scenario that is missing, not a command
+    assert "runs.yaml: not found" in capsys.readouterr().err
 
 
 def test_help_and_version_import_no_heavy_library():
