@@ -68,3 +68,12 @@ def test_readme_story_table_matches_full_runs_of_the_examples():
         ]
         row = "| " + " | ".join(cells) + " | " + f"{summary['energy']['j_per_output_token']:.3f}"
         assert row in readme, row
+
+
+def test_readme_names_every_subcommand():
+    from simulator.cli import COMMANDS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("**The command.**", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`(\w+)`", paragraph.split("subcommands", 1)[1].split("(", 1)[0])
+    assert named == list(COMMANDS)
