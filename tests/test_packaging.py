@@ -94,6 +94,23 @@ def test_validate_and_plot_subcommands_match_the_scripts(tmp_path, capsys):
     assert script.stdout.startswith(f"OK {EXAMPLE}: scenario none_baseline")
 
 
+def test_validate_takes_builtin_folders_and_files_as_it_takes_local_ones(capsys):
+    root = builtin_data.data_root()
+    assert main(["validate", str(root / "acceptance")]) == 0
+    local = capsys.readouterr().out.replace(f"{root}/", "builtin:")
+    assert main(["validate", "builtin:acceptance/"]) == 0
+    shipped = capsys.readouterr().out
+    assert shipped == local
+    assert shipped.startswith("OK builtin:acceptance/") and shipped.count("OK ") >= 5
+    assert main(["validate", "builtin:scenarios/exmples"]) == 2
+    err = capsys.readouterr().err
+    assert "command line: PATH: no shipped file or folder 'scenarios/exmples'" in err
+    assert "close matches: builtin:scenarios/examples" in err
+    script = run_python("scripts/validate_scenario.py", "builtin:device_profiles/a100-tp4.yaml")
+    assert script.returncode == 0, script.stderr
+    assert script.stdout.startswith("OK builtin:device_profiles/a100-tp4.yaml: device profile")
+
+
 def test_verbose_logs_through_logging(tmp_path, capsys):
     assert level_of(0, None) == 30 and level_of(1, None) == 20 and level_of(5, None) == 10
     assert level_of(2, "ERROR") == 40
