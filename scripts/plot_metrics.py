@@ -5,7 +5,9 @@ Usage::
     python scripts/plot_metrics.py RESULTS_DIR [RESULTS_DIR ...] [-o OUT] [--label NAME ...]
 
 The same as ``simulate plot`` (see :mod:`simulator.commands.plot`). Exit
-status 0, or 2 on a missing or malformed results directory.
+status 0, or 2 on a missing or malformed results directory, an output folder
+holding files no report writes, or a number of ``--label`` options other than
+one per directory.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Usage::
     python scripts/validate_scenario.py FILE_OR_DIR [FILE_OR_DIR ...] [--kind KIND]
         [--allow-plugins MODULE[,MODULE]]
 
+A shipped file or folder is named as ``builtin:FOLDER/FILE`` or ``builtin:FOLDER``.
+
 The same as ``simulate validate`` (see :mod:`simulator.commands.validate`):
 prints one ``OK`` line per valid file and every problem of each invalid one;
 exits 0 when all are valid, 2 otherwise.

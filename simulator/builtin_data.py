@@ -69,19 +69,33 @@ def builtin_names() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def unknown_builtin(value: str) -> str | None:
+@cache
+def builtin_folders() -> tuple[str, ...]:
+    """Return every shipped folder's name (``scenarios``, ``scenarios/examples``), sorted."""
+    folders = {
+        parent.as_posix()
+        for name in builtin_names()
+        for parent in PurePosixPath(name).parents
+        if parent != PurePosixPath(".")
+    }
+    return tuple(sorted(folders))
+
+
+def unknown_builtin(value: str, folders: bool = False) -> str | None:
     """Return why a ``builtin:`` reference names no shipped file, or None.
 
-    The reason lists the closest shipped names. Values that are not
-    ``builtin:`` references get None.
+    With ``folders``, a shipped folder (``builtin:scenarios/examples``) is
+    accepted too. The reason lists the closest shipped names. Values that
+    are not ``builtin:`` references get None.
     """
     if not is_builtin(value):
         return None
     name = _name(value)
     parts = PurePosixPath(name).parts
-    if name in builtin_names() and ".." not in parts:
+    known = builtin_names() + (builtin_folders() if folders else ())
+    if ".." not in parts and (name in known or (folders and name.rstrip("/") in known)):
         return None
-    names = builtin_names()
+    names = known
     close = close_matches(name, names, most=3)
     base = PurePosixPath(name).name
     close += [n for n in names if PurePosixPath(n).name == base and n not in close]
@@ -90,7 +104,8 @@ def unknown_builtin(value: str) -> str | None:
         if close
         else f"; shipped folders: {', '.join(DATA_DIRS)}"
     )
-    return f"no shipped file {name!r}{hint}"
+    what = "file or folder" if folders else "file"
+    return f"no shipped {what} {name!r}{hint}"
 
 
 def scenario_path(value: str) -> Path:

@@ -18,7 +18,10 @@ Usage::
 Every subcommand takes ``-v/--verbose`` (repeat for more) and
 ``--log-level LEVEL``. A first argument that names a subcommand is always that
 subcommand; any other first argument is a scenario to run, so a scenario file
-named like a subcommand runs as ``simulate ./validate``.
+named like a subcommand runs as ``simulate ./validate``. A first argument that
+is no file, looks like no path (no ``/``, ``:`` or suffix) and is close to a
+subcommand's name is a mistyped subcommand: ``simulate valdate x.yaml`` exits
+with status 2 and ``unknown command 'valdate'; did you mean 'validate'?``.
 
 ``run``, ``validate``, ``sweep``, ``capacity`` and ``plan`` take
 ``--allow-plugins MODULE[,MODULE]``: the consent a scenario needs to import a
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib import import_module
+from pathlib import Path
 from typing import Protocol
 
 from simulator._version import __version__
@@ -109,8 +113,6 @@ def forget_working_folder() -> None:
     this project are imported first, so a source checkout run from its root
     still finds them.
     """
-    from pathlib import Path
-
     import policies  # noqa: F401  (found before the folder goes; submodules follow it)
 
     if getattr(sys.flags, "safe_path", False) or not sys.path:  # python -P: nothing added
@@ -119,11 +121,35 @@ def forget_working_folder() -> None:
         del sys.path[0]
 
 
+def mistyped_command(word: str) -> str | None:
+    """Return why a first argument is refused as a mistyped subcommand, or None.
+
+    A word that is no file, looks like no path (no ``/``, ``:`` or suffix) and
+    is close to a subcommand's name is one; any other word is left to ``run``
+    as a scenario (which reports a missing file itself).
+    """
+    from simulator.suggest import close_matches, did_you_mean
+
+    if word in COMMANDS or word.startswith("-") or "/" in word or ":" in word or "." in word:
+        return None
+    if not close_matches(word, COMMANDS) or Path(word).exists():
+        return None
+    return f"unknown command {word!r}{did_you_mean(word, COMMANDS)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``simulate`` command."""
     from simulator.log_setup import configure_logging
 
     words = list(argv) if argv is not None else sys.argv[1:]
+    problem = mistyped_command(words[0]) if words else None
+    if problem is not None:
+        from simulator.errors import EXIT_INPUT_ERROR, InputError, make_issue
+
+        allowed = f"a subcommand ({', '.join(COMMANDS)}) or a scenario file"
+        error = InputError([make_issue("command line", "COMMAND", words[0], allowed, problem)])
+        print(error.render(), file=sys.stderr)
+        return EXIT_INPUT_ERROR
     args = parser().parse_args(command_words(words))
     configure_logging(args.verbose, args.log_level)
     args.argv = words

@@ -6,7 +6,8 @@ network transfers) and :meth:`ChromeTraceTracer.write` turns them into the
 JSON Object Format of the Trace Event Format, which ui.perfetto.dev and
 chrome://tracing open:
 
-- one process per replica, with a ``prefill`` and a ``decode`` track (a
+- one process per replica, named by its pool and index (``pool a100-tp4 /
+  replica 0``), with a ``prefill`` and a ``decode`` track (a
   replica runs one iteration at a time; mixed chunked-prefill iterations are
   on the ``decode`` track);
 - one process per draft device class, with one track per device that drafted;
@@ -250,7 +251,8 @@ def _args(span: Span) -> dict[str, Any]:
 def _process(span: Span) -> tuple[tuple[int, int, str], str]:
     """A span's process: its sort key and its name."""
     if span.place == "replica":
-        return (0, int(span.owner), ""), f"replica {span.owner}"
+        pool, index = span.owner.rsplit("/", 1)
+        return (0, int(index), pool), f"pool {pool} / replica {index}"
     if span.place == "device":
         pool = span.owner.rsplit("/", 1)[0]
         return (1, 0, pool), f"drafters {pool}"

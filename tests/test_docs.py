@@ -71,3 +71,31 @@ def test_readme_story_table_matches_full_runs_of_the_examples():
         ]
         row = "| " + " | ".join(cells) + " | " + f"{summary['energy']['j_per_output_token']:.3f}"
         assert row in readme, row
+
+
+def test_readme_names_every_subcommand():
+    from simulator.cli import COMMANDS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("**The command.**", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`(\w+)`", paragraph.split("subcommands", 1)[1].split("(", 1)[0])
+    assert named == list(COMMANDS)
+
+
+def test_reports_doc_lists_every_figure_and_why_one_is_left_out():
+    from simulator.report import figures
+    from simulator.report.document import PER_RUN
+
+    doc = (ROOT / "docs" / "reports.md").read_text(encoding="utf-8")
+    section = doc.split("## The figures", 1)[1].split("\n## ", 1)[0]
+    table = section.split("\n\n", 2)[1]
+    listed = [
+        name
+        for row in table.splitlines()[2:]
+        for name in re.findall(r"`(\w+)`", row.split(" | ")[0])
+    ]
+    expected = [f"cdf_{metric}" for metric in figures.LATENCY_COLUMNS]
+    assert listed == expected + [figure.stem for figure in PER_RUN]
+    for figure in PER_RUN:
+        assert f'"{figure.lacking}"' in section, figure.stem
+    assert "no planner-decisions figure" not in doc

@@ -21,6 +21,7 @@ from simulator.cli import COMMANDS, command_words, main
 from simulator.log_setup import level_of
 from simulator.progress import TerminalProgress, progress_line
 from tests.commands import run_python
+from tests.engine_fixtures import synthetic, write_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "scenarios" / "examples" / "none_baseline.yaml"
@@ -50,6 +51,26 @@ def test_a_first_word_that_names_no_subcommand_is_a_scenario():
     assert command_words([]) == []
 
 
+@pytest.mark.parametrize(("word", "meant"), [("valdate", "validate"), ("polices", "policies")])
+def test_a_mistyped_subcommand_is_named_with_the_one_meant(
+    tmp_path, monkeypatch, capsys, word, meant
+):
+    monkeypatch.chdir(tmp_path)
+    assert main([word, "x.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert f"command line: COMMAND: unknown command '{word}'; did you mean '{meant}'?" in err
+    assert "unrecognized arguments" not in err and "Traceback" not in err
+
+
+def test_a_scenario_file_named_like_a_mistyped_subcommand_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 100, 10)).rename("valdate")
+    assert main(["valdate", "-q", "-o", "out"]) == 0
+    assert (tmp_path / "out" / "summary.json").is_file()
+    assert main(["runs.yaml"]) == 2  # a path: the scenario that is missing, not a command
+    assert "runs.yaml: not found" in capsys.readouterr().err
+
+
 def test_help_and_version_import_no_heavy_library():
     code = (
         "import sys; from simulator.cli import parser; parser().format_help(); "
@@ -72,6 +93,23 @@ def test_validate_and_plot_subcommands_match_the_scripts(tmp_path, capsys):
     script = run_python("scripts/validate_scenario.py", str(EXAMPLE))
     assert script.returncode == 0, script.stderr
     assert script.stdout.startswith(f"OK {EXAMPLE}: scenario none_baseline")
+
+
+def test_validate_takes_builtin_folders_and_files_as_it_takes_local_ones(capsys):
+    root = builtin_data.data_root()
+    assert main(["validate", str(root / "acceptance")]) == 0
+    local = capsys.readouterr().out.replace(f"{root}/", "builtin:")
+    assert main(["validate", "builtin:acceptance/"]) == 0
+    shipped = capsys.readouterr().out
+    assert shipped == local
+    assert shipped.startswith("OK builtin:acceptance/") and shipped.count("OK ") >= 5
+    assert main(["validate", "builtin:scenarios/exmples"]) == 2
+    err = capsys.readouterr().err
+    assert "command line: PATH: no shipped file or folder 'scenarios/exmples'" in err
+    assert "close matches: builtin:scenarios/examples" in err
+    script = run_python("scripts/validate_scenario.py", "builtin:device_profiles/a100-tp4.yaml")
+    assert script.returncode == 0, script.stderr
+    assert script.stdout.startswith("OK builtin:device_profiles/a100-tp4.yaml: device profile")
 
 
 def test_verbose_logs_through_logging(tmp_path, capsys):

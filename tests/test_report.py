@@ -276,6 +276,8 @@ def test_label_options_name_the_runs(tmp_path, runs):
         str(out),
         "--label",
         "baseline run",
+        "--label",
+        "1",
         "-o",
         str(report),
     )

@@ -12,6 +12,7 @@ import pytest
 
 from simulator import load_scenario
 from simulator.cli import main as simulate_main
+from simulator.engine.tracing import Span
 from simulator.runner import run
 from simulator.trace_events import CATEGORY, ChromeTraceTracer
 from tests.engine_fixtures import synthetic, write_scenario
@@ -97,7 +98,27 @@ def test_distributed_timeline_is_well_formed(tmp_path):
     assert used <= names
     assert {pid for pid, _ in used} <= processes
     process_names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
-    assert process_names == {"replica 0", "replica 1", "drafters laptops", "link laptops->pool"}
+    assert process_names == {
+        "pool pool / replica 0",
+        "pool pool / replica 1",
+        "drafters laptops",
+        "link laptops->pool",
+    }
+
+
+def test_replica_processes_name_their_pool(tmp_path):
+    tracer = ChromeTraceTracer()
+    for owner in ("h100-tp2/2", "a100-tp4/0", "a100-tp4/1"):
+        tracer.span(Span("replica", owner, "decode", "decode", 0.0, 0.001, (0,), 1))
+    path = tmp_path / "trace.json"
+    tracer.write(path)
+    events = json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert [names[pid] for pid in sorted(names)] == [
+        "pool a100-tp4 / replica 0",
+        "pool a100-tp4 / replica 1",
+        "pool h100-tp2 / replica 2",
+    ]
 
 
 def test_each_request_flows_prompt_prefill_then_rounds(tmp_path):

@@ -36,17 +36,22 @@ def execute(args: argparse.Namespace) -> int:
     from simulator.cli_support import run_guarded
 
     def entry() -> int:
+        from simulator.errors import InputError
+        from simulator.scenario.overrides import blame_overrides
         from simulator.sweeps.search import capacity
 
-        result = capacity(
-            args.scenario,
-            args.slo_attainment,
-            overrides=args.overrides,
-            seed=args.seed,
-            low=args.low,
-            high=args.high,
-            tolerance=args.tolerance,
-        )
+        try:
+            result = capacity(
+                args.scenario,
+                args.slo_attainment,
+                overrides=args.overrides,
+                seed=args.seed,
+                low=args.low,
+                high=args.high,
+                tolerance=args.tolerance,
+            )
+        except InputError as exc:  # a --set option's problem is the command line's
+            raise InputError(blame_overrides(exc.issues, args.scenario, args.overrides)) from None
         if not args.quiet:
             print(f"{'arrival_scale':>14} {'requests/s':>11} {'attainment':>11}  verdict")
             for p in result.probes:

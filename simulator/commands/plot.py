@@ -7,8 +7,16 @@ ratio of every other run to it (default ``OUT``: ``comparison/`` beside the
 first directory). Runs are named by their label (``metadata.label`` or
 ``simulate run --label``, else the scenario id); ``--label``, once per run in
 the order of the directories, renames them, and runs that share a name gain
-their scenario id, then seed, then position. Exit status 0, or 2 on a missing
-or malformed results directory or more labels than directories.
+their scenario id, then seed, then position.
+
+``OUT`` may hold an earlier report: its files (``report.md``,
+``report.html``, every figure's PNG and SVG) are removed before the new ones
+are written, so none of an earlier comparison's figures stays behind. A
+folder holding anything else is refused, before anything is read or removed.
+
+Exit status 0, or 2 on a missing or malformed results directory, an output
+folder holding other files, or ``--label`` given a number of times other
+than once per directory.
 """
 
 from __future__ import annotations
@@ -35,28 +43,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Run ``simulate plot``."""
-    import sys
-
     from simulator.cli_support import run_guarded
 
-    if len(args.labels) > len(args.runs):
-        print(
-            f"error: {len(args.labels)} --label options for {len(args.runs)} results directories",
-            file=sys.stderr,
-        )
-        return 2
-
     def entry() -> int:
+        from simulator.errors import InputError, make_issue
         from simulator.report import load_run, write_report
+        from simulator.report.folder import check_report_dir, clear_report_dir
 
-        labels = [*args.labels, *[None] * (len(args.runs) - len(args.labels))]
-        runs = [load_run(path, label) for path, label in zip(args.runs, labels, strict=True)]
+        count = len(args.runs)
+        if args.labels and len(args.labels) != count:
+            raise InputError(
+                [
+                    make_issue(
+                        "command line",
+                        "--label",
+                        args.labels,
+                        f"no --label, or one per results directory ({count}), in their order",
+                        f"{len(args.labels)} --label options for {count} results directories",
+                    )
+                ]
+            )
         if args.output is not None:
-            out = args.output
-        elif len(runs) == 1:
-            out = args.runs[0] / "report"
+            out, key = args.output, "-o/--output"
+        elif count == 1:
+            out, key = args.runs[0] / "report", "-o/--output (default: RUN/report)"
         else:
-            out = args.runs[0].parent / "comparison"
+            out, key = args.runs[0].parent / "comparison", "-o/--output (default: comparison/)"
+        check_report_dir(out, "command line", key)
+        labels = args.labels or [None] * count
+        runs = [load_run(path, label) for path, label in zip(args.runs, labels, strict=True)]
+        clear_report_dir(out)
         for path in write_report(runs, out):
             print(path)
         return 0

@@ -84,16 +84,22 @@ def execute(args: argparse.Namespace) -> int:
     def entry() -> int:
         from simulator.builtin_data import scenario_path
         from simulator.console import headline_table
+        from simulator.errors import InputError
         from simulator.labels import label_override
         from simulator.outputs import write_results
         from simulator.planner.windows import window_runner
         from simulator.progress import TerminalProgress
         from simulator.runner import run
         from simulator.scenario import load_scenario
+        from simulator.scenario.overrides import blame_overrides
         from simulator.trace_events import timeline_tracer
 
         overrides = [*args.overrides, *([label_override(args.label)] if args.label else [])]
-        scenario = load_scenario(scenario_path(args.scenario), overrides=overrides, seed=args.seed)
+        path = scenario_path(args.scenario)
+        try:
+            scenario = load_scenario(path, overrides=overrides, seed=args.seed)
+        except InputError as exc:  # a --set option's problem is the command line's
+            raise InputError(blame_overrides(exc.issues, path, args.overrides)) from None
         out_dir = output_dir(args.output, scenario)
         tracer = timeline_tracer(
             args.trace_events, args.trace_requests, args.trace_max_events, out_dir

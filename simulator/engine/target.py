@@ -874,7 +874,7 @@ class TargetReplica:
             self.context.tracer.span(
                 Span(
                     "replica",
-                    str(self.index),
+                    f"{self.pool}/{self.index}",
                     "prefill",
                     "prefill",
                     now,
@@ -1011,7 +1011,7 @@ class TargetReplica:
             self.context.tracer.span(
                 Span(
                     "replica",
-                    str(self.index),
+                    f"{self.pool}/{self.index}",
                     "decode",
                     DECODE,
                     run.start_s,
@@ -1097,7 +1097,7 @@ class TargetReplica:
             self.context.tracer.span(
                 Span(
                     "replica",
-                    str(self.index),
+                    f"{self.pool}/{self.index}",
                     "decode",
                     kind,
                     now,
@@ -1205,7 +1205,7 @@ class TargetReplica:
             self.context.tracer.span(
                 Span(
                     "replica",
-                    str(self.index),
+                    f"{self.pool}/{self.index}",
                     "decode",
                     "mixed",
                     now,

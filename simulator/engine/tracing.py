@@ -20,7 +20,8 @@ class Span(NamedTuple):
 
     Attributes:
         place: ``replica``, ``device`` or ``link``.
-        owner: The resource: a replica's index (``"0"``), a draft device
+        owner: The resource: a replica (``"a100-tp4/0"``: its pool and its
+            index among all target replicas), a draft device
             (``"phones/3"``: its class and index) or a device's instance of a
             scenario link (``"phones->pool/3"``).
         lane: ``prefill`` or ``decode`` on a replica, ``draft`` on a device,

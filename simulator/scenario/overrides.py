@@ -1,17 +1,31 @@
-"""``--set dotted.key=value`` overrides applied to a scenario document before validation."""
+"""``--set dotted.key=value`` overrides applied to a scenario document before validation.
+
+A problem with an override is reported as the option's, ``--set TEXT``: one
+that cannot be applied by :func:`apply_overrides`, and (through
+:func:`blame_overrides`, which the commands call) one the scenario's
+validation finds at or below a key an override set, such as
+``--set workload.arrival_scale=x: wrong type (got 'x'; allowed: number > 0)``.
+"""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from simulator.errors import InputError, Issue, make_issue
+from simulator.errors import InputError, Issue, key_path, make_issue
 from simulator.loading import BOUNDED_YAML, YamlBoundError, load_yaml
 
 OVERRIDE_SOURCE = "--set"
+
+
+def override_source(text: str) -> str:
+    """Where an override's problems are reported: the option with its text (``--set a.b=1``)."""
+    return f"{OVERRIDE_SOURCE} {text}"
 
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
@@ -48,22 +62,60 @@ def apply_overrides(document: Any, overrides: Sequence[str]) -> Any:
             path, value = parse_override(text)
         except ValueError as exc:
             issues.append(
-                make_issue(OVERRIDE_SOURCE, "", text, "KEY=VALUE with a dotted key", str(exc))
+                make_issue(override_source(text), "", text, "KEY=VALUE with a dotted key", str(exc))
             )
             continue
         except yaml.YAMLError as exc:
             allowed = BOUNDED_YAML if isinstance(exc, YamlBoundError) else "valid YAML"
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             issues.append(
-                make_issue(OVERRIDE_SOURCE, "", text, f"KEY=VALUE with {allowed}", problem)
+                make_issue(override_source(text), "", text, f"KEY=VALUE with {allowed}", problem)
             )
             continue
         problem = _set_path(result, path, value)
         if problem:
-            issues.append(make_issue(OVERRIDE_SOURCE, text.split("=", 1)[0], text, *problem))
+            issues.append(make_issue(override_source(text), "", text, *problem))
     if issues:
         raise InputError(issues)
     return result
+
+
+def blame_overrides(
+    issues: Sequence[Issue], file: str | Path, overrides: Sequence[str]
+) -> list[Issue]:
+    """Re-address the scenario file's issues that lie at or below a key an override set.
+
+    Such an issue is reported as the last override that set the key (or a key
+    above it), ``--set TEXT``, with the issue's key path kept only where it
+    lies below the key the override names. Other issues are returned as they
+    are; an override that does not parse owns none (:func:`apply_overrides`
+    reports it).
+    """
+    keys: list[tuple[str, str]] = []
+    for text in overrides:
+        try:
+            keys.append((key_path(parse_override(text)[0]), text))
+        except (ValueError, yaml.YAMLError):
+            continue
+    out: list[Issue] = []
+    for issue in issues:
+        owner = None
+        if issue.file == str(Path(file)):
+            owner = next(
+                (
+                    (key, text)
+                    for key, text in reversed(keys)
+                    if issue.key_path == key or issue.key_path.startswith((f"{key}.", f"{key}["))
+                ),
+                None,
+            )
+        if owner is None:
+            out.append(issue)
+            continue
+        key, text = owner
+        below = "" if issue.key_path == key else issue.key_path
+        out.append(replace(issue, file=override_source(text), key_path=below))
+    return out
 
 
 def _set_path(node: Any, path: list[str | int], value: Any) -> tuple[str, str] | None:
