@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.ticker import LogLocator
 
@@ -351,3 +353,71 @@ def test_console_says_energy_and_cost_are_not_measured():
     cost = {"usd_per_1k_tokens": None, "by_device_class": {}, "covers": [], "not_priced": []}
     assert energy_line(energy).startswith("energy not measured")
     assert cost_line(cost).startswith("cost: no price")
+
+
+def test_slo_attainment_bars_carry_their_values(runs):
+    result = load_run(runs["distributed"])
+    ax = figures.slo_attainment(result)
+    fairness = result.summary["fairness"]
+    expected = {
+        f"{100.0 * value:.1f} %"
+        for key in ("slo_attainment_by_class", "slo_attainment_by_device")
+        for value in fairness[key].values()
+        if value is not None
+    }
+    values = {t.get_text() for t in ax.texts if t.get_text().endswith(" %")}
+    assert expected and values == expected
+    assert len([t for t in ax.texts if t.get_text().endswith(" %")]) == len(ax.patches)
+
+
+def test_overlaid_cdfs_differ_in_line_style_and_marker_not_only_colour(runs):
+    baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
+    ax = figures.latency_cdf(with_distinct_labels([baseline, other]), "tpot")
+    drawn = [line for line in ax.lines if not str(line.get_label()).startswith("SLO")]
+    assert len(drawn) == 2
+    assert drawn[0].get_linestyle() != drawn[1].get_linestyle()
+    assert drawn[0].get_marker() != drawn[1].get_marker()
+    styles = [figures.run_style(i) for i in range(len(figures.RUN_LINESTYLES))]
+    assert len({(s["linestyle"], s["marker"]) for s in styles}) == len(styles)
+
+
+def test_per_run_figure_titles_name_the_run(runs):
+    baseline, other = with_distinct_labels(
+        [replace(load_run(runs["none"]), label="plain"), load_run(runs["distributed"])]
+    )
+    per_run = [spec for spec in figure_specs([baseline, other]) if not spec.stem.startswith("cdf")]
+    assert per_run
+    for spec in per_run:
+        name = baseline.name if spec.stem.endswith("_run1") else other.name
+        assert f"({name})" in spec.draw().get_title(), spec.stem
+
+
+def _queue_run(result, seconds: int):
+    """``result`` with a fabricated time series: one sample a second, a burst every 7 s."""
+    times = np.arange(1.0, seconds + 1.0)
+    series = pd.DataFrame(
+        {
+            "time_s": times,
+            "pool": "pool",
+            "prefill_queue": 0,
+            "decode_queue": 0,
+            "verify_queue": np.where(times % 7 == 0, 80, 3),
+            "fused_queue": 0,
+        }
+    )
+    return replace(result, timeseries=series)
+
+
+def test_queue_figure_bins_samples_into_mean_line_and_max_band(runs):
+    queued = _queue_run(load_run(runs["distributed"]), 600)
+    assert figures.queue_bin_s(queued.timeseries["time_s"]) == 6.0  # 600 samples -> 100 bins
+    ax = figures.queues_over_time(queued)
+    (line,) = ax.lines
+    assert len(line.get_xdata()) == 100 < 600
+    assert max(line.get_ydata()) < 80  # the mean of a bin, not its burst
+    (band,) = ax.collections
+    assert band.get_paths()[0].vertices[:, 1].max() == 80  # the band reaches each bin's maximum
+    legend = ax.get_legend()
+    assert "mean" in legend.get_title().get_text() and "maximum" in legend.get_title().get_text()
+    assert figures.queue_bin_s(np.arange(1.0, 81.0)) == 1.0  # short runs: one sample per bin
+    assert figures.queue_bin_s(np.arange(0.0, 101.0, 0.5)) == 1.5  # 201 samples -> 67 bins

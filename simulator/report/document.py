@@ -189,6 +189,7 @@ def render_figures(runs: Sequence[RunResults], out_dir: Path) -> list[tuple[Figu
     for spec in figure_specs(runs):
         figure = spec.draw().get_figure(root=True)
         assert isinstance(figure, Figure)
+        figure.tight_layout()  # room for two-line titles and legends outside the axes
         png = out_dir / f"{spec.stem}.png"
         figure.savefig(png, dpi=DPI)
         figure.savefig(out_dir / f"{spec.stem}.svg")
