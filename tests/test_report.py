@@ -23,6 +23,7 @@ from simulator.report import figures, load_run, write_report
 from simulator.report.document import figure_specs
 from simulator.report.headline import METRICS, format_value, value_of
 from simulator.report.results import with_distinct_labels
+from simulator.report.scenario_diff import scenario_differences
 from tests.commands import run_python
 from tests.engine_fixtures import synthetic, write_scenario
 
@@ -421,3 +422,43 @@ def test_queue_figure_bins_samples_into_mean_line_and_max_band(runs):
     assert "mean" in legend.get_title().get_text() and "maximum" in legend.get_title().get_text()
     assert figures.queue_bin_s(np.arange(1.0, 81.0)) == 1.0  # short runs: one sample per bin
     assert figures.queue_bin_s(np.arange(0.0, 101.0, 0.5)) == 1.5  # 201 samples -> 67 bins
+
+
+def test_comparison_lists_the_resolved_scenario_keys_that_differ(runs, tmp_path):
+    baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
+    html_path, md_path = write_report([baseline, other], tmp_path / "comparison")
+    markdown = md_path.read_text()
+    section = markdown.split("## What differs between the runs")[1].split("## Headline")[0]
+    first, second = "test (test, seed 1) #1", "test (test, seed 1) #2"
+    assert f"| key | {first} | {second} |" in section
+    assert "| speculation.mode | none | distributed |" in section
+    assert "| seed |" not in section and "| scenario_id |" not in section  # equal in both
+    assert "| metrics.output_dir |" not in section and "| metadata." not in section
+    assert "What differs between the runs" in html.unescape(html_path.read_text())
+    single = write_report([baseline], tmp_path / "single")[1].read_text()
+    assert "What differs" not in single
+
+
+def test_scenario_differences_key_named_lists_by_name_and_skip_noise():
+    first = {
+        "seed": 1,
+        "metadata": {"label": "a"},
+        "metrics": {"output_dir": "results/a", "warmup_s": 0},
+        "hardware_profiles": [{"id": "gpu", "count": 2}, {"id": "phone", "count": 9}],
+        "network": {"links": [{"src": "phone", "dst": "gpu", "rtt_ms": 40}]},
+        "planner": {"candidates": {}},
+    }
+    second = {
+        "seed": 1,
+        "metadata": {"label": "b"},
+        "metrics": {"output_dir": "results/b", "warmup_s": 5},
+        "hardware_profiles": [{"id": "phone", "count": 9}, {"id": "gpu", "count": 4}],
+        "network": {"links": [{"src": "phone", "dst": "gpu", "rtt_ms": 8}]},
+        "planner": {"candidates": {"k": [2, 4]}},
+    }
+    assert scenario_differences([first, second]) == [
+        ["metrics.warmup_s", "0", "5"],
+        ["hardware_profiles[gpu].count", "2", "4"],
+        ["network.links[0].rtt_ms", "40", "8"],
+        ["planner.candidates.k", "(not set)", "[2, 4]"],
+    ]
