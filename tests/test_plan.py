@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -14,6 +15,7 @@ from simulator.commands import plan as plan_command
 from simulator.errors import InputError
 from simulator.sweeps import plan as plan_module
 from simulator.sweeps.plan import plan
+from simulator.sweeps.plan_plot import plot_plan
 from simulator.sweeps.plan_space import load_plan_space
 from simulator.validate import detect_kind, validate_file
 from tests.engine_fixtures import synthetic, write_scenario
@@ -217,3 +219,48 @@ def test_default_attainment_is_the_same_in_the_command_and_the_search() -> None:
     assert (
         plan_command.DEFAULT_SLO_ATTAINMENT == plan_module.DEFAULT_SLO_ATTAINMENT == 0.9
     )  # one constant
+
+
+def _ranked_frame() -> pd.DataFrame:
+    """A ranked plan table of two configurations (the second with no sustainable rate)."""
+    rows = [
+        {"rank": 1, "k": 4, "max": 0.95, "goodput": 0.40},
+        {"rank": 2, "k": 2, "max": None, "goodput": 2.5},
+    ]
+    records = []
+    for row in rows:
+        values = {
+            "pools.a100_pool.replicas": 2,
+            "pools.a100_pool.tensor_parallel": 4,
+            "speculation.mode": "hybrid",
+            "speculation.k": row["k"],
+        }
+        records.append(
+            {
+                "rank": row["rank"],
+                "configuration": row["rank"] - 1,
+                "label": plan_module.configuration_label(values),
+                **values,
+                **dict.fromkeys(plan_module.RESULT_COLUMNS),
+                "max_requests_per_gpu_s": row["max"],
+                "goodput_requests_per_gpu_s": row["goodput"],
+            }
+        )
+    return pd.DataFrame.from_records(records)
+
+
+def test_plan_figure_has_compact_labels_values_and_a_legend_off_the_bars() -> None:
+    frame = _ranked_frame()
+    ax = plot_plan(frame)
+    figure = ax.get_figure(root=True)
+    figure.tight_layout()
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["#1 replicas=2 tp=4 mode=hybrid k=4", "#2 replicas=2 tp=4 mode=hybrid k=2"]
+    values = {t.get_text() for t in ax.texts}
+    assert {"0.95", "0.4", "none", "2.5"} <= values
+    box = ax.get_window_extent(renderer)
+    assert ax.get_legend().get_window_extent(renderer).y1 < box.y0  # below the axes
+    label_width = max(t.get_window_extent(renderer).width for t in ax.get_yticklabels())
+    assert label_width < 0.5 * figure.bbox.width  # the labels leave most of the width to the bars

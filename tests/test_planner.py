@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,27 @@ def test_the_report_draws_the_planner_decisions(tmp_path):
     assert figures.has_planner(loaded)
     assert "planner" in {spec.stem for spec in figure_specs([loaded])}
     ax = figures.planner_decisions(loaded)
-    assert ax.get_title() == "Planner decisions"
+    assert ax.get_title() == f"Planner decisions ({loaded.name})"
+    # every pool its own line style and marker, so overlapping pools stay apart
+    # two pools with the same counts: each its own line style and marker, so both show
+    series = loaded.timeseries
+    twin = replace(loaded, timeseries=pd.concat([series, series.assign(pool="twin_pool")]))
+    lines = figures.planner_decisions(twin).lines
+    serving = [line for line in lines if str(line.get_label()).endswith(" serving")]
+    assert len(serving) == 2
+    assert len({(line.get_linestyle(), line.get_marker()) for line in serving}) == 2
+    # decision numbers sit in a strip above the axes, the legend and the key below them
+    figure = ax.get_figure(root=True)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    numbers = [t for t in ax.texts if t.get_text().isdigit()]
+    assert numbers and all(t.get_window_extent(renderer).y0 >= box.y1 for t in numbers)
+    assert ax.get_legend().get_window_extent(renderer).y1 < box.y0
+    chosen = loaded.planner_log[loaded.planner_log["chosen"]]
+    (key,) = [t for t in ax.texts if t.get_text().startswith("chosen candidates")]
+    assert f"1  {chosen['candidate'].iloc[0]}" in key.get_text()
+    assert key.get_window_extent(renderer).y1 < box.y0
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.ticker import LogLocator
 
@@ -21,6 +23,7 @@ from simulator.report import figures, load_run, write_report
 from simulator.report.document import figure_specs
 from simulator.report.headline import METRICS, format_value, value_of
 from simulator.report.results import with_distinct_labels
+from simulator.report.scenario_diff import scenario_differences
 from tests.commands import run_python
 from tests.engine_fixtures import synthetic, write_scenario
 
@@ -364,3 +367,111 @@ def test_console_says_energy_and_cost_are_not_measured():
     cost = {"usd_per_1k_tokens": None, "by_device_class": {}, "covers": [], "not_priced": []}
     assert energy_line(energy).startswith("energy not measured")
     assert cost_line(cost).startswith("cost: no price")
+
+
+def test_slo_attainment_bars_carry_their_values(runs):
+    result = load_run(runs["distributed"])
+    ax = figures.slo_attainment(result)
+    fairness = result.summary["fairness"]
+    expected = {
+        f"{100.0 * value:.1f} %"
+        for key in ("slo_attainment_by_class", "slo_attainment_by_device")
+        for value in fairness[key].values()
+        if value is not None
+    }
+    values = {t.get_text() for t in ax.texts if t.get_text().endswith(" %")}
+    assert expected and values == expected
+    assert len([t for t in ax.texts if t.get_text().endswith(" %")]) == len(ax.patches)
+
+
+def test_overlaid_cdfs_differ_in_line_style_and_marker_not_only_colour(runs):
+    baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
+    ax = figures.latency_cdf(with_distinct_labels([baseline, other]), "tpot")
+    drawn = [line for line in ax.lines if not str(line.get_label()).startswith("SLO")]
+    assert len(drawn) == 2
+    assert drawn[0].get_linestyle() != drawn[1].get_linestyle()
+    assert drawn[0].get_marker() != drawn[1].get_marker()
+    styles = [figures.run_style(i) for i in range(len(figures.RUN_LINESTYLES))]
+    assert len({(s["linestyle"], s["marker"]) for s in styles}) == len(styles)
+
+
+def test_per_run_figure_titles_name_the_run(runs):
+    baseline, other = with_distinct_labels(
+        [replace(load_run(runs["none"]), label="plain"), load_run(runs["distributed"])]
+    )
+    per_run = [spec for spec in figure_specs([baseline, other]) if not spec.stem.startswith("cdf")]
+    assert per_run
+    for spec in per_run:
+        name = baseline.name if spec.stem.endswith("_run1") else other.name
+        assert f"({name})" in spec.draw().get_title(), spec.stem
+
+
+def _queue_run(result, seconds: int):
+    """``result`` with a fabricated time series: one sample a second, a burst every 7 s."""
+    times = np.arange(1.0, seconds + 1.0)
+    series = pd.DataFrame(
+        {
+            "time_s": times,
+            "pool": "pool",
+            "prefill_queue": 0,
+            "decode_queue": 0,
+            "verify_queue": np.where(times % 7 == 0, 80, 3),
+            "fused_queue": 0,
+        }
+    )
+    return replace(result, timeseries=series)
+
+
+def test_queue_figure_bins_samples_into_mean_line_and_max_band(runs):
+    queued = _queue_run(load_run(runs["distributed"]), 600)
+    assert figures.queue_bin_s(queued.timeseries["time_s"]) == 6.0  # 600 samples -> 100 bins
+    ax = figures.queues_over_time(queued)
+    (line,) = ax.lines
+    assert len(line.get_xdata()) == 100 < 600
+    assert max(line.get_ydata()) < 80  # the mean of a bin, not its burst
+    (band,) = ax.collections
+    assert band.get_paths()[0].vertices[:, 1].max() == 80  # the band reaches each bin's maximum
+    legend = ax.get_legend()
+    assert "mean" in legend.get_title().get_text() and "maximum" in legend.get_title().get_text()
+    assert figures.queue_bin_s(np.arange(1.0, 81.0)) == 1.0  # short runs: one sample per bin
+    assert figures.queue_bin_s(np.arange(0.0, 101.0, 0.5)) == 1.5  # 201 samples -> 67 bins
+
+
+def test_comparison_lists_the_resolved_scenario_keys_that_differ(runs, tmp_path):
+    baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
+    html_path, md_path = write_report([baseline, other], tmp_path / "comparison")
+    markdown = md_path.read_text()
+    section = markdown.split("## What differs between the runs")[1].split("## Headline")[0]
+    first, second = "test (test, seed 1) #1", "test (test, seed 1) #2"
+    assert f"| key | {first} | {second} |" in section
+    assert "| speculation.mode | none | distributed |" in section
+    assert "| seed |" not in section and "| scenario_id |" not in section  # equal in both
+    assert "| metrics.output_dir |" not in section and "| metadata." not in section
+    assert "What differs between the runs" in html.unescape(html_path.read_text())
+    single = write_report([baseline], tmp_path / "single")[1].read_text()
+    assert "What differs" not in single
+
+
+def test_scenario_differences_key_named_lists_by_name_and_skip_noise():
+    first = {
+        "seed": 1,
+        "metadata": {"label": "a"},
+        "metrics": {"output_dir": "results/a", "warmup_s": 0},
+        "hardware_profiles": [{"id": "gpu", "count": 2}, {"id": "phone", "count": 9}],
+        "network": {"links": [{"src": "phone", "dst": "gpu", "rtt_ms": 40}]},
+        "planner": {"candidates": {}},
+    }
+    second = {
+        "seed": 1,
+        "metadata": {"label": "b"},
+        "metrics": {"output_dir": "results/b", "warmup_s": 5},
+        "hardware_profiles": [{"id": "phone", "count": 9}, {"id": "gpu", "count": 4}],
+        "network": {"links": [{"src": "phone", "dst": "gpu", "rtt_ms": 8}]},
+        "planner": {"candidates": {"k": [2, 4]}},
+    }
+    assert scenario_differences([first, second]) == [
+        ["metrics.warmup_s", "0", "5"],
+        ["hardware_profiles[gpu].count", "2", "4"],
+        ["network.links[0].rtt_ms", "40", "8"],
+        ["planner.candidates.k", "(not set)", "[2, 4]"],
+    ]

@@ -22,6 +22,7 @@ from simulator.report.headline import (
     slo_rows,
 )
 from simulator.report.results import RunResults, with_distinct_labels
+from simulator.report.scenario_diff import IGNORED_KEYS, scenario_differences
 
 DPI = 300
 """Resolution of the PNG figures (print quality); the SVG beside each is resolution-free."""
@@ -31,6 +32,9 @@ CLASS_TITLE = "Energy and cost by device class"
 
 SLO_TITLE = "SLO targets and pass rates"
 """Section of the per-run SLO table."""
+
+DIFF_TITLE = "What differs between the runs"
+"""Section of a comparison listing the resolved-scenario keys whose values differ."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,7 @@ def render_figures(runs: Sequence[RunResults], out_dir: Path) -> list[tuple[Figu
     for spec in figure_specs(runs):
         figure = spec.draw().get_figure(root=True)
         assert isinstance(figure, Figure)
+        figure.tight_layout()  # room for two-line titles and legends outside the axes
         png = out_dir / f"{spec.stem}.png"
         figure.savefig(png, dpi=DPI)
         figure.savefig(out_dir / f"{spec.stem}.svg")
@@ -244,6 +249,21 @@ def _notes(runs: Sequence[RunResults]) -> list[str]:
     return notes
 
 
+def _difference_text(rows: list[list[str]]) -> str:
+    ignored = " and ".join(IGNORED_KEYS)
+    if not rows:
+        return (
+            "The runs' resolved scenarios (scenario.resolved.yaml) are the same, apart from "
+            f"{ignored}, which are not compared."
+        )
+    keys = "1 key" if len(rows) == 1 else f"{len(rows)} keys"
+    return (
+        f"{keys} of the resolved scenarios (scenario.resolved.yaml) differ between the runs; "
+        f"{ignored} are not compared (they do not change what is simulated). A run without a "
+        "key reads '(not set)'."
+    )
+
+
 def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
     """Write the figures, ``report.md`` and ``report.html`` into ``out_dir``; return the reports.
 
@@ -264,6 +284,13 @@ def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
     skipped_text = "Figures left out because a run lacks their data: " + "; ".join(skipped) + "."
 
     md = [f"# {title}", "", *(f"- {line}" for line in _scenario_lines(runs)), ""]
+    differences = scenario_differences([run.scenario for run in runs])
+    diff_header = ["key", *(run.name for run in runs)]
+    if len(runs) > 1:
+        md += [f"## {DIFF_TITLE}", "", _difference_text(differences), ""]
+        if differences:
+            escaped = [[cell.replace("|", "\\|") for cell in row] for row in differences]
+            md += [_markdown_table(diff_header, escaped), ""]
     md += ["## Headline", "", _markdown_table(header, rows), "", *notes, ""]
     md += [f"## {SLO_TITLE}", "", _markdown_table(SLO_HEADER, slo), ""]
     for name, table in classes:
@@ -285,7 +312,17 @@ def write_report(runs: Sequence[RunResults], out_dir: Path) -> list[Path]:
         "img{max-width:100%}</style></head><body>",
         f"<h1>{html.escape(title)}</h1><ul>",
         *(f"<li>{html.escape(line)}</li>" for line in _scenario_lines(runs)),
-        "</ul><h2>Headline</h2>",
+        "</ul>",
+    ]
+    if len(runs) > 1:
+        parts += [
+            f"<h2>{html.escape(DIFF_TITLE)}</h2>",
+            f"<p>{html.escape(_difference_text(differences))}</p>",
+        ]
+        if differences:
+            parts.append(_html_table(diff_header, differences))
+    parts += [
+        "<h2>Headline</h2>",
         _html_table(header, rows),
         *(f"<p>{html.escape(note)}</p>" for note in notes),
         f"<h2>{html.escape(SLO_TITLE)}</h2>",

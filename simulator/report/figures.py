@@ -8,6 +8,7 @@ shown. Per-request figures use ``requests.csv``, time figures
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
 from simulator.metrics.summary import PERCENTILES, slo_met
 from simulator.report.results import RunResults
@@ -79,6 +80,21 @@ def log_axis(ax: Axes, axis: Literal["x", "y"]) -> None:
     ax.tick_params(axis=axis, which="minor", labelsize="x-small")
 
 
+TITLE_LINE_CHARS = 56
+"""A per-run title longer than this puts the run's name on a second line."""
+
+
+def run_title(ax: Axes, title: str, run: RunResults, pad_pt: float | None = None) -> None:
+    """Title ``ax`` with ``title`` followed by the run's name, in parentheses.
+
+    The name tells per-run figures of a comparison apart when they are read
+    outside the report; a long title puts it on a line of its own.
+    """
+    one_line = f"{title} ({run.name})"
+    text = one_line if len(one_line) <= TITLE_LINE_CHARS else f"{title}\n({run.name})"
+    ax.set_title(text, pad=pad_pt)
+
+
 def _no_data(ax: Axes, what: str) -> Axes:
     ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes)
     ax.set_xticks([])
@@ -86,14 +102,47 @@ def _no_data(ax: Axes, what: str) -> Axes:
     return ax
 
 
-def _labelled_barh(ax: Axes, labels: Sequence[str], values: Sequence[float]) -> None:
-    """Horizontal bars with their labels written above them (long names stay readable)."""
+VALUE_INSIDE_FRACTION = 0.8
+"""A bar longer than this fraction of the axis carries its value inside its end, not beyond it."""
+
+
+def _labelled_barh(
+    ax: Axes,
+    labels: Sequence[str],
+    values: Sequence[float],
+    value_texts: Sequence[str] | None = None,
+    x_max: float | None = None,
+) -> None:
+    """Horizontal bars with their labels written above them (long names stay readable).
+
+    With ``value_texts``, each bar also carries its value as text at its end:
+    beyond the end, or inside it (white) where the bar nearly fills the axis.
+    The x axis runs from 0 to ``x_max`` (default: a little beyond the longest
+    bar, leaving room for the values).
+    """
     positions = np.arange(len(labels), dtype=float)
     ax.barh(positions, values, height=0.5)
     for y, label in zip(positions, labels, strict=True):
         ax.text(0.0, y + 0.3, label, va="bottom", ha="left", fontsize="small")
     ax.set_yticks([])
     ax.set_ylim(-0.5, len(labels) - 0.1)
+    if value_texts is None:
+        return
+    top = x_max if x_max is not None else 1.2 * max(values, default=0.0)
+    top = top if top > 0 else 1.0
+    ax.set_xlim(0.0, top)
+    pad = 0.01 * top
+    for y, value, text in zip(positions, values, value_texts, strict=True):
+        inside = value > VALUE_INSIDE_FRACTION * top
+        ax.text(
+            value - pad if inside else value + pad,
+            y,
+            text,
+            va="center",
+            ha="right" if inside else "left",
+            fontsize="small",
+            color="white" if inside else "black",
+        )
 
 
 def has_latency(run: RunResults, metric: str) -> bool:
@@ -137,17 +186,51 @@ def has_completed(run: RunResults) -> bool:
     return bool((run.requests["outcome"] == "completed").any())
 
 
+RUN_LINESTYLES = ("-", "--", ":", "-.")
+"""Line styles of the runs of an overlay, in turn (with markers, they stay apart in greyscale)."""
+
+RUN_MARKERS = ("o", "s", "^", "D", "v", "P")
+"""Markers of the runs of an overlay, in turn."""
+
+RUN_MARKS_PER_LINE = 8
+"""About this many markers along each run's line (a marker per point would hide the line)."""
+
+
+def run_style(index: int) -> dict[str, Any]:
+    """Line style, marker and marker spacing of the ``index``-th run of an overlay.
+
+    Colour follows matplotlib's cycle; style and marker change with every run
+    too, so the runs stay apart printed in greyscale. Markers sit at even
+    distances along the drawn line, each run's shifted so that two runs'
+    markers do not coincide.
+    """
+    spacing = 1.0 / RUN_MARKS_PER_LINE
+    return {
+        "linestyle": RUN_LINESTYLES[index % len(RUN_LINESTYLES)],
+        "marker": RUN_MARKERS[index % len(RUN_MARKERS)],
+        "markevery": ((index * spacing / len(RUN_MARKERS)) % spacing, spacing),
+        "markersize": 4,
+        "markerfacecolor": "none" if index % 2 else None,
+    }
+
+
 def latency_cdf(runs: Sequence[RunResults], metric: str, ax: Axes | None = None) -> Axes:
     """CDF of one latency of completed requests, one line per run, with the SLO line."""
     ax = _axes(ax)
     column = LATENCY_COLUMNS[metric]
     drawn = False
-    for run in runs:
+    for index, run in enumerate(runs):
         done = run.requests[run.requests["outcome"] == "completed"]
         values = np.sort(done[column].dropna().to_numpy(float))
         if values.size == 0:
             continue
-        ax.step(values, np.arange(1, values.size + 1) / values.size, where="post", label=run.name)
+        ax.step(
+            values,
+            np.arange(1, values.size + 1) / values.size,
+            where="post",
+            label=run.name,
+            **run_style(index),
+        )
         drawn = True
     if not drawn:
         return _no_data(ax, f"{metric.upper()} values")
@@ -183,7 +266,7 @@ def latency_percentiles(run: RunResults, ax: Axes | None = None) -> Axes:
     ax.set_xlim(-0.5, len(metrics) - 0.5)
     log_axis(ax, "y")
     ax.set_ylabel("ms (log scale)")
-    ax.set_title("Latency percentiles")
+    run_title(ax, "Latency percentiles", run)
     ax.legend(fontsize="small")
     return ax
 
@@ -215,7 +298,7 @@ def throughput_over_time(run: RunResults, bin_s: float = 10.0, ax: Axes | None =
     ax.step(edges[:-1], good / bin_s, where="post", label="met every SLO (goodput)")
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(f"requests per second ({bin_s:g} s bins)")
-    ax.set_title("Throughput and goodput over time")
+    run_title(ax, "Throughput and goodput over time", run)
     ax.legend(fontsize="small")
     return ax
 
@@ -236,10 +319,9 @@ def slo_attainment(run: RunResults, ax: Axes | None = None) -> Axes:
                 values.append(100.0 * value)
     if not values:
         return _no_data(ax, "SLO attainment figures")
-    _labelled_barh(ax, labels, values)
-    ax.set_xlim(0, 100)
+    _labelled_barh(ax, labels, values, [f"{v:.1f} %" for v in values], x_max=100.0)
     ax.set_xlabel("requests meeting every SLO (%)")
-    ax.set_title("SLO attainment by class and device")
+    run_title(ax, "SLO attainment by class and device", run)
     return ax
 
 
@@ -249,24 +331,64 @@ def _per_pool(run: RunResults, column: str, how: str) -> pd.DataFrame:
     return table
 
 
+QUEUE_MAX_BINS = 100
+"""The queue figure draws at most this many time bins (each a whole number of samples)."""
+
+
+def queue_bin_s(times_s: Sequence[float] | np.ndarray) -> float:
+    """Width of the queue figure's time bins for samples taken at ``times_s``.
+
+    The sampling period times the smallest whole number that leaves at most
+    :data:`QUEUE_MAX_BINS` bins: one sample per bin for a short run, and 50 to
+    100 bins for any run with more samples than that.
+    """
+    unique = np.unique(np.asarray(times_s, dtype=float))
+    if unique.size < 2:
+        return 1.0
+    period_s = float(np.median(np.diff(unique)))
+    samples = round((unique[-1] - unique[0]) / period_s) + 1
+    return float(period_s * max(1, -(-samples // QUEUE_MAX_BINS)))
+
+
 def queues_over_time(run: RunResults, ax: Axes | None = None) -> Axes:
-    """Queue lengths per lane, summed over each pool's replicas."""
+    """Queue lengths per lane, summed over each pool's replicas, in time bins.
+
+    The samples (one per sampling period) fall into bins of
+    :func:`queue_bin_s`; a line is the mean of each bin and the shaded band
+    above it reaches the bin's maximum, so a burst shows without hiding the
+    trend.
+    """
     ax = _axes(ax)
     series = run.timeseries
     if series.empty:
         return _no_data(ax, "time series")
+    bin_s = queue_bin_s(series["time_s"].to_numpy(float))
+    start_s = float(series["time_s"].min())
     for column in QUEUE_COLUMNS:
         table = _per_pool(run, column, "sum")
         if not table.to_numpy().any():
             continue
+        bins = np.floor((table.index.to_numpy(float) - start_s) / bin_s + 1e-9)
+        grouped = table.groupby(bins)
+        means, peaks = grouped.mean(), grouped.max()
+        centres_s = start_s + (means.index.to_numpy(float) + 0.5) * bin_s
+        lane = column.removesuffix("_queue")
         for pool in table.columns:
-            lane = column.removesuffix("_queue")
-            ax.plot(table.index, table[pool], label=f"{pool} {lane}")
+            style = RUN_LINESTYLES[len(ax.lines) % len(RUN_LINESTYLES)]
+            (line,) = ax.plot(centres_s, means[pool], linestyle=style, label=f"{pool} {lane}")
+            ax.fill_between(
+                centres_s, means[pool], peaks[pool], color=line.get_color(), alpha=0.25, lw=0
+            )
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("waiting items")
-    ax.set_title("Queue lengths per lane")
+    ax.set_ylim(bottom=0)
+    run_title(ax, "Queue lengths per lane", run)
     if ax.lines:
-        ax.legend(fontsize="small")
+        ax.legend(
+            fontsize="small",
+            title=f"line: mean of each {bin_s:g} s bin; band: its maximum",
+            title_fontsize="small",
+        )
     return ax
 
 
@@ -281,7 +403,7 @@ def k_over_time(run: RunResults, ax: Axes | None = None) -> Axes:
         ax.plot(table.index, table[pool], marker=".", linestyle="-", label=pool)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("mean k")
-    ax.set_title("Draft length over time")
+    run_title(ax, "Draft length over time", run)
     ax.legend(fontsize="small")
     return ax
 
@@ -317,7 +439,7 @@ def acceptance_vs_context(run: RunResults, bins: int = 8, ax: Axes | None = None
     log_axis(ax, "x")
     ax.set_xlabel("prompt tokens (median of bin, log scale)")
     ax.set_ylabel("tokens per verify round")
-    ax.set_title("Acceptance vs context length")
+    run_title(ax, "Acceptance vs context length", run)
     return ax
 
 
@@ -336,7 +458,7 @@ def acceptance_vs_k(run: RunResults, ax: Axes | None = None) -> Axes:
     ax.set_ylim(1.0, float(stats.index.max()) + 1.0)
     ax.set_xlabel("mean k of the request (rounded)")
     ax.set_ylabel("tokens per verify round")
-    ax.set_title("Acceptance vs draft length")
+    run_title(ax, "Acceptance vs draft length", run)
     return ax
 
 
@@ -350,7 +472,7 @@ def _percent_per_pool(run: RunResults, column: str, ylabel: str, title: str, ax:
     ax.set_ylim(0, 105)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    run_title(ax, title, run)
     ax.legend(fontsize="small")
     return ax
 
@@ -372,25 +494,76 @@ def has_planner(run: RunResults) -> bool:
     return not run.planner_log.empty and "replicas_active" in run.timeseries.columns
 
 
+def _decision_key(chosen: pd.DataFrame) -> tuple[list[str], list[tuple[float, int]]]:
+    """The distinct chosen candidates in order of first choice, and the decisions to mark.
+
+    A decision is marked (time, candidate number from 1) where it changed the
+    candidate, and at the first decision.
+    """
+    names: list[str] = []
+    marks: list[tuple[float, int]] = []
+    previous: str | None = None
+    for time_s, candidate in zip(chosen["time_s"], chosen["candidate"].astype(str), strict=True):
+        if candidate not in names:
+            names.append(candidate)
+        if candidate != previous:
+            marks.append((float(time_s), names.index(candidate) + 1))
+        previous = candidate
+    return names, marks
+
+
+PLANNER_KEY_LINE_IN = 0.19
+"""Figure height added per line of the planner figure's legend and candidate key."""
+
+PLANNER_KEY_LINE_CHARS = 100
+"""Longer lines of the planner figure's candidate key wrap (indented under their number)."""
+
+
 def planner_decisions(run: RunResults, ax: Axes | None = None) -> Axes:
-    """Serving replicas per pool over time, the planner's choices and their realised goodput."""
-    ax = _axes(ax)
+    """Serving replicas per pool over time, the planner's choices and their realised goodput.
+
+    Each pool has its own line style and marker (two pools with the same
+    counts show as a dashed line on a solid one). A grey vertical line marks
+    every decision; a number in the strip above the axes marks each decision
+    that changed the candidate, and the key below the legend says which
+    candidate each number stands for.
+    """
     if not has_planner(run):
-        return _no_data(ax, "planner decisions")
+        return _no_data(_axes(ax), "planner decisions")
+    chosen = run.planner_log[run.planner_log["chosen"]]
+    names, marks = _decision_key(chosen)
+    key = [
+        line
+        for number, name in enumerate(names, start=1)
+        for line in textwrap.wrap(
+            f"{number}  {name}", PLANNER_KEY_LINE_CHARS, subsequent_indent="     "
+        )
+    ]
+    pools = run.timeseries["pool"].nunique()
+    if ax is None:
+        key_lines = len(key) + 1 + (pools + 3) // 2
+        ax = new_axes(6.4, 3.4 + PLANNER_KEY_LINE_IN * key_lines)
     serving = run.timeseries.pivot_table(
         index="time_s", columns="pool", values="replicas_active", aggfunc="max"
     )
-    for pool in serving.columns:
-        ax.step(serving.index, serving[pool], where="post", label=f"{pool} serving")
-    chosen = run.planner_log[run.planner_log["chosen"]]
-    for time_s, candidate in zip(chosen["time_s"], chosen["candidate"], strict=True):
-        ax.axvline(time_s, color="0.8", linewidth=0.6, zorder=0)
-        ax.annotate(
-            str(candidate), (time_s, 0), rotation=90, fontsize="x-small", va="bottom", ha="right"
+    for index, pool in enumerate(serving.columns):
+        ax.step(
+            serving.index,
+            serving[pool],
+            where="post",
+            label=f"{pool} serving",
+            linewidth=max(1.0, 2.5 - 0.75 * index),
+            **run_style(index),
         )
+    strip = ax.get_xaxis_transform()  # x in data, y in axes fraction
+    for time_s in chosen["time_s"]:
+        ax.axvline(time_s, color="0.8", linewidth=0.6, zorder=0)
+    for time_s, number in marks:
+        ax.text(time_s, 1.01, str(number), transform=strip, ha="center", va="bottom", fontsize=7)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("serving replicas")
     ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     goodput = ax.twinx()
     goodput.plot(chosen["time_s"], chosen["realised_goodput"], "k.--", label="realised goodput")
     goodput.plot(chosen["time_s"], chosen["est_goodput"], "kx", label="estimated goodput")
@@ -398,11 +571,28 @@ def planner_decisions(run: RunResults, ax: Axes | None = None) -> Axes:
     goodput.set_ylim(bottom=0)
     lines, labels = ax.get_legend_handles_labels()
     more, more_labels = goodput.get_legend_handles_labels()
-    ax.legend(lines + more, labels + more_labels, fontsize="small")
-    ax.set_title("Planner decisions")
+    legend = ax.legend(
+        lines + more,
+        labels + more_labels,
+        fontsize="small",
+        ncol=2,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+    )
+    ax.annotate(
+        "chosen candidates (numbers above the plot):\n" + "\n".join(key),
+        xy=(0.0, 0.0),
+        xycoords=("axes fraction", legend),
+        xytext=(0, -4),
+        textcoords="offset points",
+        ha="left",
+        va="top",
+        fontsize="x-small",
+    )
+    run_title(ax, "Planner decisions", run, pad_pt=14.0)  # above the decision numbers
     figure = ax.get_figure(root=True)
     if isinstance(figure, Figure):
-        figure.tight_layout()  # room for the right-hand axis
+        figure.tight_layout()  # room for the right-hand axis, the legend and the key
     return ax
 
 
@@ -413,9 +603,10 @@ def network_bytes(run: RunResults, ax: Axes | None = None) -> Axes:
     if not by_link:
         return _no_data(ax, "network links")
     names = sorted(by_link)
-    _labelled_barh(ax, names, [by_link[n] / 1e6 for n in names])
+    megabytes = [by_link[n] / 1e6 for n in names]
+    _labelled_barh(ax, names, megabytes, [f"{mb:.3g} MB" for mb in megabytes])
     ax.set_xlabel("MB carried")
-    ax.set_title("Network bytes per link")
+    run_title(ax, "Network bytes per link", run)
     return ax
 
 
@@ -452,11 +643,17 @@ def energy_breakdown(run: RunResults, ax: Axes | None = None) -> Axes:
     costs = run.summary["cost"].get("by_device_class") or {}
     names = list(by_class)
     labels = [energy_label(n, by_class[n], costs.get(n, {})) for n in names]
-    _labelled_barh(ax, labels, [(by_class[n]["total_j"] or 0.0) / 1000.0 for n in names])
+    totals = [by_class[n]["total_j"] for n in names]
+    _labelled_barh(
+        ax,
+        labels,
+        [(total or 0.0) / 1000.0 for total in totals],
+        [f"{total / 1000.0:.3g} kJ" if total is not None else "" for total in totals],
+    )
     ax.set_xlabel("kJ (busy + idle where known)")
     per_token = energy["j_per_output_token"]
     cost = run.summary["cost"]["usd_per_1k_tokens"]
     subtitle = f"{per_token:.3g} J per output token" if per_token is not None else NOT_MEASURED
     subtitle += f", ${cost:.3g} per 1k tokens" if cost is not None else f", {NO_PRICE}"
-    ax.set_title(f"Energy ({subtitle})")
+    ax.set_title(f"Energy ({run.name})\n{subtitle}")
     return ax
