@@ -55,7 +55,7 @@ _RENAME_EXCHANGE = 2
 
 OUTPUT_DIR_ALLOWED = (
     "a directory that exists or can be created, that this user can write, "
-    "and that holds nothing but earlier results"
+    "that is not a symbolic link, and that holds nothing but earlier results"
 )
 
 
@@ -64,8 +64,10 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
 
     Called before a run so that a bad results directory costs seconds, not a
     whole run. The directory must be a directory (or not exist yet, under
-    directories only), and the directory that would hold it must accept a new
-    entry (checked by creating and removing an empty directory there).
+    directories only), not a symbolic link (the swap would replace the link,
+    not the directory it names), and the directory that would hold it must
+    accept a new entry (checked by creating and removing an empty directory
+    there).
 
     Args:
         out_dir: The results directory.
@@ -80,6 +82,15 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
         return InputError([make_issue(file, key, str(out_dir), OUTPUT_DIR_ALLOWED, problem)])
 
     target = out_dir.absolute()
+    if target.is_symlink():
+        try:
+            pointed = f" to {target.readlink()}"
+        except OSError:
+            pointed = ""
+        raise refuse(
+            f"is a symbolic link{pointed}: the results directory is replaced whole, "
+            "so name the directory itself"
+        )
     if target.exists() and not target.is_dir():
         raise refuse("not a directory")
     if target.is_dir():

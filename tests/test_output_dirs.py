@@ -221,3 +221,19 @@ def test_a_directory_holding_other_files_is_refused(tmp_path, capsys):
     assert simulate_main([str(_scenario(tmp_path)), "-o", str(out), "-q"]) == 2
     assert "holds notes.txt, which are not results" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("kind", ["to a directory", "looping"])
+def test_a_symbolic_link_output_directory_is_refused_before_the_run(tmp_path, capsys, kind):
+    """The swap would replace the link, not the directory: refused, the link left alone."""
+    scenario = _scenario(tmp_path)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real if kind == "to a directory" else link)
+    assert simulate_main([str(scenario), "-o", str(link), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "command line: -o/--output: is a symbolic link to " in err
+    assert "Traceback" not in err
+    assert link.is_symlink() and list(real.iterdir()) == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".link.")]
