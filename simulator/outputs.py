@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from simulator import __version__
+from simulator import __version__, written_results
 from simulator.content_hash import scenario_sha256
 from simulator.errors import InputError, make_issue
 from simulator.runner import Result
@@ -154,18 +155,46 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold back Ctrl-C (SIGINT) for the block; one that came meanwhile is raised after it.
+
+    The swap and the note that it happened are one step: an interrupt
+    between them would report the new set as not written.
+    """
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        yield
+        return
+    previous = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, previous)
+
+
 def _swap_in(staging: Path, target: Path) -> None:
-    """Make ``staging`` the directory ``target``, replacing the old one whole."""
+    """Make ``staging`` the directory ``target``, replacing the old one whole.
+
+    The moment it is in place it is noted (:mod:`simulator.written_results`).
+    """
     with _locked(target.parent):
-        if not target.exists():
-            staging.rename(target)
-            return
-        if _exchange(staging, target):
+        with _sigint_held():
+            if not target.exists():
+                staging.rename(target)
+                written_results.note(target)
+                return
+            exchanged = _exchange(staging, target)
+            if exchanged:
+                written_results.note(target)
+        if exchanged:
             shutil.rmtree(staging)
             return
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
         target.rename(old / target.name)
-        staging.rename(target)
+        with _sigint_held():
+            staging.rename(target)
+            written_results.note(target)
         shutil.rmtree(old)
 
 
