@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pickle
+import signal
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +16,7 @@ import yaml
 from simulator import load_scenario, run
 from simulator.cli import main
 from simulator.errors import InputError
+from simulator.executors import WorkerDied, execute_with
 from simulator.sweeps import capacity, sweep
 from simulator.sweeps import execute as execute_module
 from tests.engine_fixtures import synthetic, write_scenario
@@ -163,8 +166,10 @@ def test_cli_sweep_writes_the_table(tmp_path, capsys):
     _scenario(tmp_path)
     file = _sweep_file(tmp_path, {"sweep_id": "s", "points": [{"speculation.k": 2}]})
     assert main(["sweep", str(file), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
-    assert "1 runs, 0 failed" in capsys.readouterr().out
+    assert capsys.readouterr().out == "1 point run, 0 resumed, 0 failed\n"
     assert pd.read_csv(tmp_path / "out/sweep.csv").loc[0, "speculation.k"] == 2
+    assert main(["sweep", str(file), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
+    assert capsys.readouterr().out == "0 points run, 1 resumed, 0 failed\n"
 
 
 @pytest.mark.parametrize(
@@ -271,3 +276,77 @@ def test_shipped_sweep_files_resolve(name):
     loaded = load_sweep(Path(__file__).resolve().parent.parent / "scenarios" / "sweeps" / name)
     assert len(loaded.points) == {"low_rtt_k_rate.yaml": 4, "bench_sweep.yaml": 40}[name]
     assert len({p.sha256 for p in loaded.points}) == len(loaded.points)
+
+
+def _exit_on_seed_2(scenario):
+    if scenario.seed == 2:
+        os._exit(3)
+    return _REAL_RUN(scenario)
+
+
+def _kill_on_seed_2(scenario):
+    if scenario.seed == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _REAL_RUN(scenario)
+
+
+_REAL_RUN = execute_module.run
+
+
+@pytest.mark.parametrize(
+    ("runner", "reason"),
+    [
+        (_exit_on_seed_2, "worker process exited with status 3 before returning a result"),
+        (_kill_on_seed_2, "worker process killed by SIGKILL (out of memory?) before returning"),
+    ],
+    ids=["os._exit", "SIGKILL"],
+)
+def test_a_dying_worker_fails_its_point_and_the_table_is_written(
+    tmp_path, monkeypatch, capsys, runner, reason
+):
+    """A worker process that dies takes its own point only; the others finish, the table is written."""
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}, {"seed": 3}]})
+    monkeypatch.setattr(execute_module, "run", runner)
+    assert main(["sweep", str(file), "-o", str(tmp_path / "out"), "--workers", "2"]) == 1
+    assert capsys.readouterr().out == "2 points run, 0 resumed, 1 failed\n"
+    frame = pd.read_csv(tmp_path / "out/sweep.csv")
+    assert list(frame["status"]) == ["ok", "failed", "ok"]
+    assert reason in frame.loc[1, "error"]
+    runs = pd.read_csv(tmp_path / "out/sweep_runs.csv")
+    assert list(runs["outcome"]) == ["ran", "failed", "ran"]
+
+
+def test_a_worker_death_without_a_stand_in_raises_worker_died():
+    with pytest.raises(WorkerDied, match="exited with status 3"):
+        list(execute_with(_exit_on_three, [1, 2, 3, 4], "local", 2, None))
+    results = execute_with(_exit_on_three, [1, 2, 3, 4], "local", 2, None, lambda t, why: -t)
+    assert sorted(results) == [-3, 1, 2, 4]
+
+
+def _exit_on_three(task: int) -> int:
+    if task == 3:
+        os._exit(3)
+    return task
+
+
+def test_a_damaged_summary_of_a_finished_point_runs_it_again(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
+    out = tmp_path / "out"
+    first = sweep(file, out, workers=1)
+    table = (out / "sweep.csv").read_bytes()
+    (out / "runs/0001/summary.json").write_text('{"latency_ms": {"ttft"')
+    again = sweep(file, out, workers=1)
+    assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["resumed", "ran"]
+    assert again.attrs["outcomes"] == {"ran": 1, "resumed": 1, "failed": 0}
+    pd.testing.assert_frame_equal(first, again)
+    assert (out / "sweep.csv").read_bytes() == table
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_a_ray_worker_death_fails_its_task_only():
+    results = execute_with(_exit_on_three, [1, 2, 3, 4], "ray", 2, None, lambda t, why: why)
+    outcomes = sorted(map(str, results))
+    assert outcomes[:3] == ["1", "2", "4"]
+    assert outcomes[3].startswith("Ray worker died: ")

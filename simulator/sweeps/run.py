@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from simulator import written_results
 from simulator.errors import InputError, make_issue
 from simulator.outputs import OUTPUT_FILES
 from simulator.sweeps.execute import (
@@ -48,6 +50,16 @@ def finished(point: SweepPoint, out_dir: Path) -> bool:
     return isinstance(info, dict) and info.get("scenario_sha256") == point.sha256
 
 
+def resumed_row(point: SweepPoint, out_dir: Path) -> dict[str, Any] | None:
+    """The table row of a finished point from its results, or None when they cannot be read."""
+    if not finished(point, out_dir):
+        return None
+    try:
+        return _row(point, read_summary(out_dir), None)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None  # a damaged summary.json: the point runs again
+
+
 def _check_sweep_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(
@@ -85,9 +97,10 @@ def sweep(
 
     Every point is resolved before anything runs, so a bad axis key or value
     fails up front. A point whose results directory already holds the
-    results of the same resolved scenario (same content hash) is not rerun.
-    A point that fails is recorded (``status`` ``failed`` and its ``error``)
-    and the others go on.
+    results of the same resolved scenario (same content hash) is not rerun
+    (resumed); one whose ``summary.json`` cannot be read is. A point that
+    fails, or whose worker process dies, is recorded (``status``
+    ``failed`` and its ``error``) and the others go on.
 
     Args:
         sweep_file: A sweep file, a mapping in the sweep file format, or a loaded sweep.
@@ -101,7 +114,9 @@ def sweep(
             default: start a local Ray).
 
     Returns:
-        The table: one row per point, sorted by point.
+        The table: one row per point, sorted by point. Its
+        ``attrs["outcomes"]`` counts the points ``ran``, ``resumed`` and
+        ``failed`` (as ``sweep_runs.csv`` lists them).
 
     Raises:
         InputError: A bad sweep, executor or worker count (nothing has run).
@@ -119,8 +134,9 @@ def sweep(
     tasks: list[Task] = []
     for point in loaded.points:
         point_dir = out_dir / run_dir_name(point)
-        if finished(point, point_dir):
-            rows[point.index] = _row(point, read_summary(point_dir), None)
+        row = resumed_row(point, point_dir)
+        if row is not None:
+            rows[point.index] = row
             outcomes[point.index] = "resumed"
         else:
             tasks.append(Task(point.index, point.scenario, point_dir))
@@ -131,12 +147,17 @@ def sweep(
             rows[outcome.index] = _outcome_row(by_index[outcome.index], outcome)
             outcomes[outcome.index] = "failed" if outcome.error else "ran"
             walls[outcome.index] = outcome.wall_s
+            if outcome.error is None:
+                written_results.note((out_dir / run_dir_name(by_index[outcome.index])).absolute())
             progress.update(failed=outcome.error is not None)
     finally:
         progress.close()
     frame = sweep_frame([rows[i] for i in sorted(rows)], loaded.axes)
-    write_table(frame, out_dir)
+    for path in write_table(frame, out_dir):
+        written_results.note(path.absolute())
     _write_runs(out_dir, outcomes, walls)
+    counts = Counter(outcomes.values())
+    frame.attrs["outcomes"] = {name: counts[name] for name in ("ran", "resumed", "failed")}
     return frame
 
 
