@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from simulator import __version__, written_results
-from simulator.content_hash import scenario_sha256
+from simulator.content_hash import code_sha256, input_sha256, scenario_sha256
 from simulator.errors import InputError, make_issue
 from simulator.runner import Result
 
@@ -218,8 +218,9 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
 
     ``summary.json``, ``requests.csv`` and ``timeseries.csv`` depend only on
     the scenario and seed (byte-identical across runs); wall-clock time and
-    versions go to ``run.json``, with the content hash of the resolved
-    scenario (:func:`~simulator.content_hash.scenario_sha256`).
+    versions go to ``run.json``, with what the results were computed from:
+    the content hashes of the resolved scenario, of every file it names and
+    of the code (see :mod:`simulator.content_hash`).
     """
     check_output_dir(out_dir, str(out_dir), "results directory")
     resolved = result.scenario.resolved()
@@ -239,6 +240,8 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
                 "python": sys.version.split()[0],
                 "scenario_file": str(result.scenario.source_file),
                 "scenario_sha256": scenario_sha256(result.scenario),
+                "code_sha256": code_sha256(),
+                "input_sha256": input_sha256(result.scenario),
                 "argv": argv or [],
             },
             indent=2,

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from simulator import written_results
+from simulator.content_hash import code_sha256, input_sha256
 from simulator.errors import InputError, make_issue
 from simulator.outputs import OUTPUT_FILES
 from simulator.sweeps.execute import (
@@ -36,10 +37,12 @@ def run_dir_name(point: SweepPoint) -> str:
 
 
 def finished(point: SweepPoint, out_dir: Path) -> bool:
-    """Whether ``out_dir`` holds a complete results set of this very scenario.
+    """Whether ``out_dir`` holds a complete results set of this very point, from this code.
 
     Complete: every file of a run is there (results directories are swapped
-    in whole); the same scenario: ``run.json`` carries the point's content hash.
+    in whole); this very point: ``run.json`` carries the content hashes of
+    the point's resolved scenario, of every file it names and of the code
+    that runs now (:mod:`simulator.content_hash`).
     """
     if not all((out_dir / name).is_file() for name in OUTPUT_FILES):
         return False
@@ -47,7 +50,12 @@ def finished(point: SweepPoint, out_dir: Path) -> bool:
         info = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(info, dict) and info.get("scenario_sha256") == point.sha256
+    return (
+        isinstance(info, dict)
+        and info.get("scenario_sha256") == point.sha256
+        and info.get("code_sha256") == code_sha256()
+        and info.get("input_sha256") == input_sha256(point.scenario)
+    )
 
 
 def resumed_row(point: SweepPoint, out_dir: Path) -> dict[str, Any] | None:
@@ -97,7 +105,8 @@ def sweep(
 
     Every point is resolved before anything runs, so a bad axis key or value
     fails up front. A point whose results directory already holds the
-    results of the same resolved scenario (same content hash) is not rerun
+    results of the same resolved scenario, computed from input files of the
+    same content by the same code (see :func:`finished`), is not rerun
     (resumed); one whose ``summary.json`` cannot be read is. A point that
     fails, or whose worker process dies, is recorded (``status``
     ``failed`` and its ``error``) and the others go on.
