@@ -441,3 +441,22 @@ def test_the_input_hashes_cover_profiles_luts_acceptance_traces_and_builtin_data
     )
     trace = str((tmp_path / "trace.csv").resolve())
     assert hashes[trace] == hashlib.sha256((tmp_path / "trace.csv").read_bytes()).hexdigest()
+
+
+def test_an_interrupted_sweep_names_the_points_it_wrote(tmp_path, monkeypatch, capsys):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
+
+    def interrupted(scenario):
+        if scenario.seed == 2:
+            raise KeyboardInterrupt
+        return _REAL_RUN(scenario)
+
+    monkeypatch.setattr(execute_module, "run", interrupted)
+    out = tmp_path / "out"
+    assert main(["sweep", str(file), "-o", str(out), "--workers", "1"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == f"interrupted: new results were written to {out / 'runs/0000'} before the interrupt"
+    )
+    assert (out / "runs/0000/summary.json").is_file()
