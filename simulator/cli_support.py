@@ -6,7 +6,9 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
+from simulator import written_results
 from simulator.errors import EXIT_INPUT_ERROR, InputError, Issue, make_issue
 
 EXIT_INTERRUPTED = 130
@@ -20,13 +22,17 @@ def run_guarded(entry: Callable[[], int], allow_plugins: Sequence[str] = ()) -> 
     runs, the modules they name are allowed as policy plug-ins (see
     :func:`plugin_consent`).
 
-    An interrupt (Ctrl-C) prints one line and returns :data:`EXIT_INTERRUPTED`;
-    results are swapped in whole as the last step of a run, so an interrupted
-    run leaves any earlier results as they were.
+    An interrupt (Ctrl-C) prints one line and returns :data:`EXIT_INTERRUPTED`.
+    Results are swapped in whole, so an interrupt before the swap leaves any
+    earlier results as they were ("no new results were written"); one after
+    it (while the timeline, report or table is still being written, or
+    between the points of a sweep) names what is new, as
+    :mod:`simulator.written_results` recorded it.
 
     Programming errors still raise with a traceback: they are bugs to report,
     not problems with the user's input.
     """
+    start = written_results.mark()
     try:
         with plugin_consent(allow_plugins):
             return entry()
@@ -34,7 +40,7 @@ def run_guarded(entry: Callable[[], int], allow_plugins: Sequence[str] = ()) -> 
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt:
-        print("\ninterrupted: no new results were written", file=sys.stderr)
+        print(f"\n{interrupted_message(written_results.since(start))}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -80,3 +86,17 @@ def plugin_consent(values: Sequence[str]) -> Iterator[None]:
             os.environ.pop(ALLOW_PLUGINS_ENV, None)
         else:
             os.environ[ALLOW_PLUGINS_ENV] = before
+
+
+def interrupted_message(written: list[Path]) -> str:
+    """The line printed after Ctrl-C, given the paths written before it."""
+    if not written:
+        return "interrupted: no new results were written"
+    if len(written) == 1:
+        return f"interrupted: new results were written to {written[0]} before the interrupt"
+    shown = ", ".join(str(path) for path in written[:3])
+    more = ", ..." if len(written) > 3 else ""
+    return (
+        f"interrupted: new results were written to {len(written)} places "
+        f"({shown}{more}) before the interrupt"
+    )

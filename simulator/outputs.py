@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -29,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from simulator import __version__
-from simulator.content_hash import scenario_sha256
+from simulator import __version__, written_results
+from simulator.content_hash import code_sha256, input_sha256, scenario_sha256
 from simulator.errors import InputError, make_issue
 from simulator.runner import Result
 
@@ -55,7 +56,7 @@ _RENAME_EXCHANGE = 2
 
 OUTPUT_DIR_ALLOWED = (
     "a directory that exists or can be created, that this user can write, "
-    "and that holds nothing but earlier results"
+    "that is not a symbolic link, and that holds nothing but earlier results"
 )
 
 
@@ -64,8 +65,10 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
 
     Called before a run so that a bad results directory costs seconds, not a
     whole run. The directory must be a directory (or not exist yet, under
-    directories only), and the directory that would hold it must accept a new
-    entry (checked by creating and removing an empty directory there).
+    directories only), not a symbolic link (the swap would replace the link,
+    not the directory it names), and the directory that would hold it must
+    accept a new entry (checked by creating and removing an empty directory
+    there).
 
     Args:
         out_dir: The results directory.
@@ -80,6 +83,15 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
         return InputError([make_issue(file, key, str(out_dir), OUTPUT_DIR_ALLOWED, problem)])
 
     target = out_dir.absolute()
+    if target.is_symlink():
+        try:
+            pointed = f" to {target.readlink()}"
+        except OSError:
+            pointed = ""
+        raise refuse(
+            f"is a symbolic link{pointed}: the results directory is replaced whole, "
+            "so name the directory itself"
+        )
     if target.exists() and not target.is_dir():
         raise refuse("not a directory")
     if target.is_dir():
@@ -143,18 +155,46 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold back Ctrl-C (SIGINT) for the block; one that came meanwhile is raised after it.
+
+    The swap and the note that it happened are one step: an interrupt
+    between them would report the new set as not written.
+    """
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        yield
+        return
+    previous = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, previous)
+
+
 def _swap_in(staging: Path, target: Path) -> None:
-    """Make ``staging`` the directory ``target``, replacing the old one whole."""
+    """Make ``staging`` the directory ``target``, replacing the old one whole.
+
+    The moment it is in place it is noted (:mod:`simulator.written_results`).
+    """
     with _locked(target.parent):
-        if not target.exists():
-            staging.rename(target)
-            return
-        if _exchange(staging, target):
+        with _sigint_held():
+            if not target.exists():
+                staging.rename(target)
+                written_results.note(target)
+                return
+            exchanged = _exchange(staging, target)
+            if exchanged:
+                written_results.note(target)
+        if exchanged:
             shutil.rmtree(staging)
             return
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
         target.rename(old / target.name)
-        staging.rename(target)
+        with _sigint_held():
+            staging.rename(target)
+            written_results.note(target)
         shutil.rmtree(old)
 
 
@@ -178,8 +218,9 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
 
     ``summary.json``, ``requests.csv`` and ``timeseries.csv`` depend only on
     the scenario and seed (byte-identical across runs); wall-clock time and
-    versions go to ``run.json``, with the content hash of the resolved
-    scenario (:func:`~simulator.content_hash.scenario_sha256`).
+    versions go to ``run.json``, with what the results were computed from:
+    the content hashes of the resolved scenario, of every file it names and
+    of the code (see :mod:`simulator.content_hash`).
     """
     check_output_dir(out_dir, str(out_dir), "results directory")
     resolved = result.scenario.resolved()
@@ -199,6 +240,8 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
                 "python": sys.version.split()[0],
                 "scenario_file": str(result.scenario.source_file),
                 "scenario_sha256": scenario_sha256(result.scenario),
+                "code_sha256": code_sha256(),
+                "input_sha256": input_sha256(result.scenario),
                 "argv": argv or [],
             },
             indent=2,

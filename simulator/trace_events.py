@@ -36,6 +36,7 @@ import argparse
 import heapq
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -355,8 +356,12 @@ def timeline_tracer(
     """The tracer the ``--trace-*`` options ask for (``None`` without ``--trace-events``).
 
     Refused before the run: a count below 1, a sampling option without
-    ``--trace-events``, a file whose directory does not exist, a directory,
-    or a file inside the results directory (which is replaced whole).
+    ``--trace-events``, a file whose directory does not exist or does not
+    accept a new entry (checked by creating and removing an empty file
+    there), a name that exists but is not a regular file (a directory, a
+    device node, a FIFO, a symbolic link: the trace is written beside it and
+    renamed over it, which would replace it), or a file inside the results
+    directory (which is replaced whole).
 
     Raises:
         InputError: Naming the option, its value and what is allowed.
@@ -378,13 +383,41 @@ def timeline_tracer(
     target = path.absolute()
 
     def refuse(problem: str) -> InputError:
-        allowed = "a file path in an existing directory, outside the results directory"
+        allowed = (
+            "a new or regular file in an existing directory this user can write, "
+            "outside the results directory"
+        )
         return InputError([make_issue(COMMAND_LINE, "--trace-events", str(path), allowed, problem)])
 
     if target.is_relative_to(out_dir.absolute()):
         raise refuse(f"lies inside the results directory {out_dir}, which is replaced whole")
-    if target.is_dir():
-        raise refuse("is a directory")
+    try:
+        mode: int | None = target.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise refuse(exc.strerror or str(exc)) from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise refuse(f"exists and {_kind(mode)}, not a regular file")
     if not target.parent.is_dir():
         raise refuse(f"{target.parent} is not an existing directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.probe-", dir=target.parent)
+        os.close(fd)
+        Path(probe).unlink()
+    except OSError as exc:
+        raise refuse(f"cannot create files in {target.parent}: {exc.strerror}") from None
     return ChromeTraceTracer(follow_requests, max_events)
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, as ``is a ...``."""
+    kinds = (
+        (stat.S_ISDIR, "is a directory"),
+        (stat.S_ISLNK, "is a symbolic link"),
+        (stat.S_ISCHR, "is a character device"),
+        (stat.S_ISBLK, "is a block device"),
+        (stat.S_ISFIFO, "is a FIFO"),
+        (stat.S_ISSOCK, "is a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "is a special file")

@@ -224,3 +224,59 @@ def test_a_directory_holding_other_files_is_refused(tmp_path, capsys):
     assert simulate_main([str(_scenario(tmp_path)), "-o", str(out), "-q"]) == 2
     assert "holds notes.txt, which are not results" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("kind", ["to a directory", "looping"])
+def test_a_symbolic_link_output_directory_is_refused_before_the_run(tmp_path, capsys, kind):
+    """The swap would replace the link, not the directory: refused, the link left alone."""
+    scenario = _scenario(tmp_path)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real if kind == "to a directory" else link)
+    assert simulate_main([str(scenario), "-o", str(link), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "command line: -o/--output: is a symbolic link to " in err
+    assert "Traceback" not in err
+    assert link.is_symlink() and list(real.iterdir()) == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".link.")]
+
+
+def test_an_interrupt_after_the_swap_says_the_new_set_was_written(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the old set is being deleted: the new set is in place, and the message says so."""
+    from simulator import outputs
+
+    scenario = _scenario(tmp_path)
+    out = tmp_path / "out"
+    old = _old_set(out)
+    real_rmtree = outputs.shutil.rmtree
+
+    def interrupted(path, *args, **kwargs):
+        real_rmtree(path, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(outputs.shutil, "rmtree", interrupted)
+    assert simulate_main([str(scenario), "-o", str(out), "-q"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == f"interrupted: new results were written to {out} before the interrupt"
+    assert _texts(out) != old
+    assert json.loads((out / "summary.json").read_text())["requests"]["measured"] == 5
+
+
+def test_an_interrupt_while_the_timeline_is_written_names_the_new_results(
+    tmp_path, monkeypatch, capsys
+):
+    from simulator import trace_events
+
+    scenario = _scenario(tmp_path)
+
+    def interrupted(self, path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trace_events.ChromeTraceTracer, "write", interrupted)
+    monkeypatch.chdir(tmp_path)
+    code = simulate_main([str(scenario), "-o", "out", "-q", "--trace-events", "t.json"])
+    assert code == 130
+    err = capsys.readouterr().err
+    assert "interrupted: new results were written to" in err and "no new results" not in err
+    assert (tmp_path / "out/summary.json").is_file()

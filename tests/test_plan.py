@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +190,8 @@ def test_cli_writes_the_table_and_figures(
         assert (out / name).stat().st_size > 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].split()[:2] == ["rank", "GPUs"]
-    assert len(printed) == 2 and printed[1].endswith("pool.replicas=4")
+    assert len(printed) == 3 and printed[1].endswith("pool.replicas=4")
+    assert printed[2] == "2 points run, 0 resumed, 0 failed"
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
@@ -264,3 +266,25 @@ def test_plan_figure_has_compact_labels_values_and_a_legend_off_the_bars() -> No
     assert ax.get_legend().get_window_extent(renderer).y1 < box.y0  # below the axes
     label_width = max(t.get_window_extent(renderer).width for t in ax.get_yticklabels())
     assert label_width < 0.5 * figure.bbox.width  # the labels leave most of the width to the bars
+
+
+def _exit_with_four_replicas(scenario: Any) -> Any:
+    if scenario.targets()[0].count == 4:
+        os._exit(5)
+    return _REAL_RUN(scenario)
+
+
+_REAL_RUN = plan_module.run
+
+
+def test_a_dying_worker_fails_its_configuration_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verify_bound(tmp_path)
+    space = write_space(tmp_path, {"pools": {"pool": {"replicas": [1, 4]}}})
+    monkeypatch.setattr(plan_module, "run", _exit_with_four_replicas)
+    assert main(["plan", str(space), "-o", str(tmp_path / "out"), "--workers", "2"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "1 point run, 0 resumed, 1 failed"
+    frame = plan_module.pd.read_csv(tmp_path / "out/plan.csv")
+    assert list(frame["status"]) == ["ok", "failed"]
+    assert "exited with status 5" in frame.loc[1, "error"]

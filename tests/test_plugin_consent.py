@@ -299,7 +299,7 @@ def test_an_entry_point_that_exits_while_loading_is_reported(tmp_path):
 
 def test_ray_tasks_carry_the_consent(monkeypatch):
     monkeypatch.delenv(ALLOW_PLUGINS_ENV, raising=False)
-    assert ray_task_options() == {"num_cpus": 1}
+    assert ray_task_options() == {"num_cpus": 1, "max_retries": 0}
     monkeypatch.setenv(ALLOW_PLUGINS_ENV, "mypkg")
     assert ray_task_options()["runtime_env"] == {"env_vars": {ALLOW_PLUGINS_ENV: "mypkg"}}
 

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import os
 import pickle
+import shutil
+import signal
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from simulator import load_scenario, run
+from simulator import content_hash, load_scenario, run
 from simulator.cli import main
 from simulator.errors import InputError
+from simulator.executors import WorkerDied, execute_with
 from simulator.sweeps import capacity, sweep
 from simulator.sweeps import execute as execute_module
-from tests.engine_fixtures import synthetic, write_scenario
+from tests.commands import ROOT
+from tests.engine_fixtures import synthetic, write_lut, write_scenario
 
 
 def _scenario(tmp_path: Path) -> Path:
@@ -166,8 +172,10 @@ def test_cli_sweep_writes_the_table(tmp_path, capsys):
     _scenario(tmp_path)
     file = _sweep_file(tmp_path, {"sweep_id": "s", "points": [{"speculation.k": 2}]})
     assert main(["sweep", str(file), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
-    assert "1 runs, 0 failed" in capsys.readouterr().out
+    assert capsys.readouterr().out == "1 point run, 0 resumed, 0 failed\n"
     assert pd.read_csv(tmp_path / "out/sweep.csv").loc[0, "speculation.k"] == 2
+    assert main(["sweep", str(file), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
+    assert capsys.readouterr().out == "0 points run, 1 resumed, 0 failed\n"
 
 
 @pytest.mark.parametrize(
@@ -275,3 +283,184 @@ def test_shipped_sweep_files_resolve(name):
     loaded = load_sweep(Path(__file__).resolve().parent.parent / "scenarios" / "sweeps" / name)
     assert len(loaded.points) == {"low_rtt_k_rate.yaml": 4, "bench_sweep.yaml": 40}[name]
     assert len({p.sha256 for p in loaded.points}) == len(loaded.points)
+
+
+def _exit_on_seed_2(scenario):
+    if scenario.seed == 2:
+        os._exit(3)
+    return _REAL_RUN(scenario)
+
+
+def _kill_on_seed_2(scenario):
+    if scenario.seed == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _REAL_RUN(scenario)
+
+
+_REAL_RUN = execute_module.run
+
+
+@pytest.mark.parametrize(
+    ("runner", "reason"),
+    [
+        (_exit_on_seed_2, "worker process exited with status 3 before returning a result"),
+        (_kill_on_seed_2, "worker process killed by SIGKILL (out of memory?) before returning"),
+    ],
+    ids=["os._exit", "SIGKILL"],
+)
+def test_a_dying_worker_fails_its_point_and_the_table_is_written(
+    tmp_path, monkeypatch, capsys, runner, reason
+):
+    """A worker process that dies takes its own point only; the others finish, the table is written."""
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}, {"seed": 3}]})
+    monkeypatch.setattr(execute_module, "run", runner)
+    assert main(["sweep", str(file), "-o", str(tmp_path / "out"), "--workers", "2"]) == 1
+    assert capsys.readouterr().out == "2 points run, 0 resumed, 1 failed\n"
+    frame = pd.read_csv(tmp_path / "out/sweep.csv")
+    assert list(frame["status"]) == ["ok", "failed", "ok"]
+    assert reason in frame.loc[1, "error"]
+    runs = pd.read_csv(tmp_path / "out/sweep_runs.csv")
+    assert list(runs["outcome"]) == ["ran", "failed", "ran"]
+
+
+def test_a_worker_death_without_a_stand_in_raises_worker_died():
+    with pytest.raises(WorkerDied, match="exited with status 3"):
+        list(execute_with(_exit_on_three, [1, 2, 3, 4], "local", 2, None))
+    results = execute_with(_exit_on_three, [1, 2, 3, 4], "local", 2, None, lambda t, why: -t)
+    assert sorted(results) == [-3, 1, 2, 4]
+
+
+def _exit_on_three(task: int) -> int:
+    if task == 3:
+        os._exit(3)
+    return task
+
+
+def test_a_damaged_summary_of_a_finished_point_runs_it_again(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
+    out = tmp_path / "out"
+    first = sweep(file, out, workers=1)
+    table = (out / "sweep.csv").read_bytes()
+    (out / "runs/0001/summary.json").write_text('{"latency_ms": {"ttft"')
+    again = sweep(file, out, workers=1)
+    assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["resumed", "ran"]
+    assert again.attrs["outcomes"] == {"ran": 1, "resumed": 1, "failed": 0}
+    pd.testing.assert_frame_equal(first, again)
+    assert (out / "sweep.csv").read_bytes() == table
+
+
+def test_an_edited_input_file_runs_the_points_again(tmp_path):
+    """The LUT a scenario names is keyed by content, not path: an edit makes its results stale."""
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
+    out = tmp_path / "out"
+    before = sweep(file, out, workers=1)
+    info = json.loads((out / "runs/0000/run.json").read_text())
+    lut = str((tmp_path / "target.csv").resolve())
+    assert info["input_sha256"][lut] == content_hash.file_sha256(Path(lut))
+    write_lut(
+        tmp_path / "target.csv",
+        "target-model",
+        "a100-sxm4-80gb",
+        {
+            "prefill": lambda c, b, _k: 10.0 + 0.01 * c * b,
+            "draft_decode": lambda c, b, _k: 20.0 + 0.001 * c * b,
+            "verify": lambda c, b, k: 44.0 + 0.001 * c * b * (k + 1),
+        },
+    )
+    after = sweep(file, out, workers=1)
+    assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["ran", "ran"]
+    assert (after["latency_ms.tpot.p99"] > before["latency_ms.tpot.p99"]).all()
+    assert (
+        json.loads((out / "runs/0000/run.json").read_text())["input_sha256"][lut]
+        != (info["input_sha256"][lut])
+    )
+
+
+def test_results_of_other_code_run_again(tmp_path):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
+    out = tmp_path / "out"
+    sweep(file, out, workers=1)
+    info_path = out / "runs/0001/run.json"
+    info = json.loads(info_path.read_text())
+    assert info["code_sha256"] == content_hash.code_sha256()
+    assert info["specdec_sim_version"]
+    info["code_sha256"] = "0" * 64
+    info_path.write_text(json.dumps(info))
+    sweep(file, out, workers=1)
+    assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["resumed", "ran"]
+    assert json.loads(info_path.read_text())["code_sha256"] == content_hash.code_sha256()
+
+
+def test_the_code_identity_follows_the_sources(tmp_path, monkeypatch):
+    files = dict(content_hash._code_files())
+    assert "simulator/content_hash.py" in files and "policies/__init__.py" in files
+    assert not [name for name in files if "__pycache__" in name]
+    source = tmp_path / "module.py"
+    source.write_text("P99 = 0.99\n")
+    monkeypatch.setattr(content_hash, "_code_files", lambda: [("simulator/module.py", source)])
+    content_hash.code_sha256.cache_clear()
+    try:
+        first = content_hash.code_sha256()
+        source.write_text("P99 = 0.999\n")
+        content_hash.code_sha256.cache_clear()
+        assert content_hash.code_sha256() != first
+    finally:
+        content_hash.code_sha256.cache_clear()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_a_ray_worker_death_fails_its_task_only():
+    results = execute_with(_exit_on_three, [1, 2, 3, 4], "ray", 2, None, lambda t, why: why)
+    outcomes = sorted(map(str, results))
+    assert outcomes[:3] == ["1", "2", "4"]
+    assert outcomes[3].startswith("Ray worker died: ")
+
+
+def test_the_input_hashes_cover_profiles_luts_acceptance_traces_and_builtin_data(tmp_path):
+    path = _scenario(tmp_path)
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][1]["profile"] = "builtin:device_profiles/a100-tp1.yaml"
+    document["workload"] = {
+        "source": "trace://trace.csv",
+        "duration_s": 10,
+        "slo": document["workload"]["slo"],
+    }
+    shutil.copy(ROOT / "scenarios/traces/azure_code_2k.csv", tmp_path / "trace.csv")
+    path.write_text(yaml.safe_dump(document))
+    hashes = content_hash.input_sha256(load_scenario(path))
+    names = {Path(reference).name for reference in hashes}
+    assert names == {
+        "rtx-4050-laptop.yaml",
+        "a100-tp1.yaml",
+        "draft.csv",
+        "target.csv",
+        "acc.yaml",
+    } | {"trace.csv"}
+    assert hashes["builtin:device_profiles/a100-tp1.yaml"] == content_hash.file_sha256(
+        ROOT / "device_profiles/a100-tp1.yaml"
+    )
+    trace = str((tmp_path / "trace.csv").resolve())
+    assert hashes[trace] == hashlib.sha256((tmp_path / "trace.csv").read_bytes()).hexdigest()
+
+
+def test_an_interrupted_sweep_names_the_points_it_wrote(tmp_path, monkeypatch, capsys):
+    _scenario(tmp_path)
+    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
+
+    def interrupted(scenario):
+        if scenario.seed == 2:
+            raise KeyboardInterrupt
+        return _REAL_RUN(scenario)
+
+    monkeypatch.setattr(execute_module, "run", interrupted)
+    out = tmp_path / "out"
+    assert main(["sweep", str(file), "-o", str(out), "--workers", "1"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == f"interrupted: new results were written to {out / 'runs/0000'} before the interrupt"
+    )
+    assert (out / "runs/0000/summary.json").is_file()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -235,4 +237,64 @@ def test_cli_refuses_bad_trace_options(tmp_path, monkeypatch, capsys, options, m
     assert simulate_main([str(scenario), "-o", "out", "-q", *options]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda tmp: os.mkfifo(tmp / "t.json"), "exists and is a FIFO, not a regular file"),
+        (lambda tmp: (tmp / "t.json").symlink_to(tmp / "elsewhere.json"), "is a symbolic link"),
+        (lambda tmp: (tmp / "t.json").mkdir(), "exists and is a directory"),
+    ],
+    ids=["fifo", "symlink", "directory"],
+)
+def test_cli_refuses_a_trace_target_that_is_not_a_regular_file(
+    tmp_path, monkeypatch, capsys, make, message
+):
+    """A device node, FIFO or link would be replaced by the trace: refused before the run."""
+    scenario = _scenario(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path)
+    before = (tmp_path / "t.json").lstat()
+    assert simulate_main([str(scenario), "-o", "out", "-q", "--trace-events", "t.json"]) == 2
+    err = capsys.readouterr().err
+    assert "command line: --trace-events: " in err and message in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    after = (tmp_path / "t.json").lstat()
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="permissions do not bind the superuser")
+def test_cli_refuses_a_trace_in_a_directory_it_cannot_write(tmp_path, monkeypatch, capsys):
+    scenario = _scenario(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code = simulate_main([str(scenario), "-o", "out", "-q", "--trace-events", "locked/t.json"])
+    finally:
+        locked.chmod(0o700)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"cannot create files in {locked}" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_refuses_a_trace_on_a_read_only_file_system(tmp_path, monkeypatch, capsys):
+    """``/sys`` refuses new entries even to the superuser: refused before the run."""
+    try:
+        Path(tempfile.mkdtemp(dir="/sys")).rmdir()
+    except OSError:
+        pass
+    else:
+        pytest.skip("/sys accepts new entries here")
+    scenario = _scenario(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code = simulate_main([str(scenario), "-o", "out", "-q", "--trace-events", "/sys/t.json"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "cannot create files in /sys" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()

@@ -4,7 +4,8 @@ Evaluates every configuration of a plan-space file (replicas and
 tensor-parallel degree per target pool, speculation mode, k, controller):
 goodput per GPU at the scenario's rate and the highest rate meeting an SLO
 attainment target. Writes ``plan.csv`` (ranked) and a figure, and prints the
-top rows; see ``docs/planning.md``. Exit status 1 when a configuration
+top rows and ``N points run, 0 resumed, F failed`` (no resume: every
+configuration runs); see ``docs/planning.md``. Exit status 1 when a configuration
 failed (recorded in the table), 2 on bad input.
 """
 
@@ -52,6 +53,7 @@ def execute(args: argparse.Namespace) -> int:
     from simulator.cli_support import run_guarded
 
     def entry() -> int:
+        from simulator.commands.sweep import points_line
         from simulator.sweeps.plan import plan, render_top
 
         frame = plan(
@@ -66,6 +68,9 @@ def execute(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
         )
         print(render_top(frame, 1 if args.quiet else max(args.top, 1)))
+        if not args.quiet:
+            failed = int((frame["status"] == "failed").sum())
+            print(points_line(len(frame) - failed, 0, failed))
         return 1 if (frame["status"] == "failed").any() else 0
 
     return run_guarded(entry, args.allow_plugins)

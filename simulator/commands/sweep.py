@@ -1,8 +1,9 @@
 """``simulate sweep SWEEP``: run a scenario at every point of a sweep file.
 
 Writes one table (``sweep.csv``, and ``sweep.parquet`` with pyarrow) plus each
-run's results directory; see ``docs/sweeps.md``. Exit status 1 when a run
-failed (recorded in the table), 2 on bad input.
+run's results directory; see ``docs/sweeps.md``. Prints ``N points run, M
+resumed, F failed`` (``-q``: nothing). Exit status 1 when a run failed
+(recorded in the table), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="print no summary line")
 
 
+def points_line(ran: int, resumed: int, failed: int) -> str:
+    """The console summary of a sweep or plan: ``N points run, M resumed, F failed``."""
+    return f"{ran} point{'' if ran == 1 else 's'} run, {resumed} resumed, {failed} failed"
+
+
 def execute(args: argparse.Namespace) -> int:
     """Run ``simulate sweep``."""
     from simulator.cli_support import run_guarded
@@ -41,8 +47,8 @@ def execute(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
         )
         if not args.quiet:
-            failed = int((frame["status"] == "failed").sum())
-            print(f"{len(frame)} runs, {failed} failed")
+            counts = frame.attrs["outcomes"]
+            print(points_line(counts["ran"], counts["resumed"], counts["failed"]))
         return 1 if (frame["status"] == "failed").any() else 0
 
     return run_guarded(entry, args.allow_plugins)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,32 +127,53 @@ def absolute_paths(document: dict[str, Any], file: Path) -> dict[str, Any]:
     there, so relative paths (which resolve against the scenario's folder)
     are rewritten.
     """
-    out = copy.deepcopy(document)
     base = file.parent
+    return map_file_references(document, lambda value: _absolute(value, base))
+
+
+def file_references(document: dict[str, Any]) -> list[str]:
+    """Every file path value of a filled scenario, in document order.
+
+    Device profiles, LUTs, acceptance files and traces (``trace://`` kept);
+    of a resolved scenario they are absolute or ``builtin:`` references.
+    """
+    found: list[str] = []
+
+    def keep(value: str) -> str:
+        found.append(value)
+        return value
+
+    map_file_references(document, keep)
+    return found
+
+
+def map_file_references(document: dict[str, Any], rewrite: Callable[[str], str]) -> dict[str, Any]:
+    """Return a copy of a filled scenario with every file path value passed through ``rewrite``."""
+    out = copy.deepcopy(document)
     for entry in out["hardware_profiles"]:
-        entry["profile"] = _absolute(entry["profile"], base)
+        entry["profile"] = rewrite(entry["profile"])
     spec = out["speculation"]
     for list_key, field in PATH_LISTS.items():
         for entry in spec.get(list_key, []):
-            entry[field] = _absolute(entry[field], base)
+            entry[field] = rewrite(entry[field])
     lanes = out.get("scheduler", {}).get("lanes", {})
     for role in ("drafter", "verifier"):
         if isinstance(lanes.get(role), dict) and "lut" in lanes[role]:
-            lanes[role]["lut"] = _absolute(lanes[role]["lut"], base)
-    _absolute_workload(out["workload"], base)
+            lanes[role]["lut"] = rewrite(lanes[role]["lut"])
+    _rewrite_workload(out["workload"], rewrite)
     return out
 
 
-def _absolute_workload(node: Any, base: Path) -> None:
+def _rewrite_workload(node: Any, rewrite: Callable[[str], str]) -> None:
     """Rewrite ``source: trace://...`` and every ``trace:`` path inside the workload section."""
     if isinstance(node, dict):
         for key, value in node.items():
             if isinstance(value, str) and (
                 (key == "source" and value.startswith(TRACE_PREFIX)) or key == "trace"
             ):
-                node[key] = _absolute(value, base)
+                node[key] = rewrite(value)
             else:
-                _absolute_workload(value, base)
+                _rewrite_workload(value, rewrite)
     elif isinstance(node, list):
         for value in node:
-            _absolute_workload(value, base)
+            _rewrite_workload(value, rewrite)

@@ -21,6 +21,7 @@ from simulator.executors import (
     check_executor,
     default_workers,
     execute_with,
+    one_line_text,
 )
 from simulator.outputs import write_results
 from simulator.runner import run
@@ -33,6 +34,7 @@ __all__ = [
     "Task",
     "check_executor",
     "default_workers",
+    "died",
     "execute",
     "execute_with",
     "one_line",
@@ -75,7 +77,7 @@ class Outcome:
 
 def one_line(exc: BaseException) -> str:
     """``ExceptionType: message`` with the message's lines joined by `` | ``."""
-    text = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    text = one_line_text(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -91,6 +93,11 @@ def run_task(task: Task) -> Outcome:
     return Outcome(task.index, text, None, time.perf_counter() - started)
 
 
+def died(task: Task, reason: str) -> Outcome:
+    """The outcome of a task whose worker process died (``reason`` says how)."""
+    return Outcome(task.index, None, reason, 0.0)
+
+
 def execute(
     tasks: Sequence[Task],
     executor: str,
@@ -102,9 +109,10 @@ def execute(
     ``local`` with one worker runs the tasks one after another in this
     process; with more, in a process pool of that size. ``ray`` submits one
     Ray task per point, to the cluster at ``ray_address`` or to a local Ray
-    started with ``workers`` CPUs.
+    started with ``workers`` CPUs. A point whose worker process dies is
+    failed (:func:`died`); the others go on.
     """
-    yield from execute_with(run_task, tasks, executor, workers, ray_address)
+    yield from execute_with(run_task, tasks, executor, workers, ray_address, on_death=died)
 
 
 def read_summary(out_dir: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from simulator import written_results
 from simulator.capacity_bounds import (
     DEFAULT_HIGH,
     DEFAULT_LOW,
@@ -121,6 +122,11 @@ def evaluate(task: PlanTask) -> PlanOutcome:
         },
         None,
     )
+
+
+def died(task: PlanTask, reason: str) -> PlanOutcome:
+    """The outcome of a configuration whose worker process died (``reason`` says how)."""
+    return PlanOutcome(task.index, {}, reason)
 
 
 def configuration_label(values: Mapping[str, Any]) -> str:
@@ -247,13 +253,14 @@ def plan(
     ]
     rows: list[dict[str, Any]] = []
     for outcome in execute_with(
-        evaluate, tasks, executor, workers or default_workers(), ray_address
+        evaluate, tasks, executor, workers or default_workers(), ray_address, on_death=died
     ):
         rows.append(_row(space, outcome.index, outcome, outcome.error))
     frame = rank(rows, space.sweep.axes)
     out_dir.mkdir(parents=True, exist_ok=True)
     text = frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
     _replace(out_dir / PLAN_FILE, text.encode("utf-8"))
+    written_results.note((out_dir / PLAN_FILE).absolute())
     if figures:
         from simulator.sweeps.plan_plot import write_plan_figure
 

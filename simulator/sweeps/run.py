@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from simulator import written_results
+from simulator.content_hash import code_sha256, input_sha256
 from simulator.errors import InputError, make_issue
 from simulator.outputs import OUTPUT_FILES
 from simulator.sweeps.execute import (
@@ -34,10 +37,12 @@ def run_dir_name(point: SweepPoint) -> str:
 
 
 def finished(point: SweepPoint, out_dir: Path) -> bool:
-    """Whether ``out_dir`` holds a complete results set of this very scenario.
+    """Whether ``out_dir`` holds a complete results set of this very point, from this code.
 
     Complete: every file of a run is there (results directories are swapped
-    in whole); the same scenario: ``run.json`` carries the point's content hash.
+    in whole); this very point: ``run.json`` carries the content hashes of
+    the point's resolved scenario, of every file it names and of the code
+    that runs now (:mod:`simulator.content_hash`).
     """
     if not all((out_dir / name).is_file() for name in OUTPUT_FILES):
         return False
@@ -45,7 +50,22 @@ def finished(point: SweepPoint, out_dir: Path) -> bool:
         info = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(info, dict) and info.get("scenario_sha256") == point.sha256
+    return (
+        isinstance(info, dict)
+        and info.get("scenario_sha256") == point.sha256
+        and info.get("code_sha256") == code_sha256()
+        and info.get("input_sha256") == input_sha256(point.scenario)
+    )
+
+
+def resumed_row(point: SweepPoint, out_dir: Path) -> dict[str, Any] | None:
+    """The table row of a finished point from its results, or None when they cannot be read."""
+    if not finished(point, out_dir):
+        return None
+    try:
+        return _row(point, read_summary(out_dir), None)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None  # a damaged summary.json: the point runs again
 
 
 def _check_sweep_dir(out_dir: Path) -> None:
@@ -85,9 +105,11 @@ def sweep(
 
     Every point is resolved before anything runs, so a bad axis key or value
     fails up front. A point whose results directory already holds the
-    results of the same resolved scenario (same content hash) is not rerun.
-    A point that fails is recorded (``status`` ``failed`` and its ``error``)
-    and the others go on.
+    results of the same resolved scenario, computed from input files of the
+    same content by the same code (see :func:`finished`), is not rerun
+    (resumed); one whose ``summary.json`` cannot be read is. A point that
+    fails, or whose worker process dies, is recorded (``status``
+    ``failed`` and its ``error``) and the others go on.
 
     Args:
         sweep_file: A sweep file, a mapping in the sweep file format, or a loaded sweep.
@@ -101,7 +123,9 @@ def sweep(
             default: start a local Ray).
 
     Returns:
-        The table: one row per point, sorted by point.
+        The table: one row per point, sorted by point. Its
+        ``attrs["outcomes"]`` counts the points ``ran``, ``resumed`` and
+        ``failed`` (as ``sweep_runs.csv`` lists them).
 
     Raises:
         InputError: A bad sweep, executor or worker count (nothing has run).
@@ -119,8 +143,9 @@ def sweep(
     tasks: list[Task] = []
     for point in loaded.points:
         point_dir = out_dir / run_dir_name(point)
-        if finished(point, point_dir):
-            rows[point.index] = _row(point, read_summary(point_dir), None)
+        row = resumed_row(point, point_dir)
+        if row is not None:
+            rows[point.index] = row
             outcomes[point.index] = "resumed"
         else:
             tasks.append(Task(point.index, point.scenario, point_dir))
@@ -131,12 +156,17 @@ def sweep(
             rows[outcome.index] = _outcome_row(by_index[outcome.index], outcome)
             outcomes[outcome.index] = "failed" if outcome.error else "ran"
             walls[outcome.index] = outcome.wall_s
+            if outcome.error is None:
+                written_results.note((out_dir / run_dir_name(by_index[outcome.index])).absolute())
             progress.update(failed=outcome.error is not None)
     finally:
         progress.close()
     frame = sweep_frame([rows[i] for i in sorted(rows)], loaded.axes)
-    write_table(frame, out_dir)
+    for path in write_table(frame, out_dir):
+        written_results.note(path.absolute())
     _write_runs(out_dir, outcomes, walls)
+    counts = Counter(outcomes.values())
+    frame.attrs["outcomes"] = {name: counts[name] for name in ("ran", "resumed", "failed")}
     return frame
 
 
