@@ -362,3 +362,18 @@ def test_console_says_energy_and_cost_are_not_measured():
     cost = {"usd_per_1k_tokens": None, "by_device_class": {}, "covers": [], "not_priced": []}
     assert energy_line(energy).startswith("energy not measured")
     assert cost_line(cost).startswith("cost: no price")
+
+
+def test_tvt_rows_only_for_runs_with_tvt_samples(runs, tmp_path):
+    """A run without verify rounds over a network prints no TVT latency row."""
+    for mode, has_tvt in (("none", False), ("distributed", True)):
+        summary = json.loads((runs[mode] / "summary.json").read_text())
+        assert (summary["latency_ms"]["tvt"]["mean"] is not None) == has_tvt
+        table = headline_table(summary)
+        assert bool(re.search(r"^TVT +[-\d.]+ ", table, re.M)) == has_tvt, mode
+        _, md_path = write_report([load_run(runs[mode])], tmp_path / f"report_{mode}")
+        assert ("| TVT p50 (ms" in md_path.read_text()) == has_tvt, mode
+    _, md_path = write_report(
+        [load_run(runs["none"]), load_run(runs["distributed"])], tmp_path / "both"
+    )
+    assert "| TVT p99 (ms" in md_path.read_text()  # one run of the comparison has TVT
