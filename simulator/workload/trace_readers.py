@@ -40,6 +40,7 @@ from simulator.workload.trace_formats import (
     GENERIC_NAME_COLUMNS,
     Layout,
     detect_format,
+    first_line,
     layout_for,
 )
 from simulator.workload.trace_table import MAX_REQUEST_TOKENS, TraceTable
@@ -112,8 +113,32 @@ def _read_csv(path: Path, issues: RowIssues) -> _Raw | None:
     except (OSError, UnicodeDecodeError) as exc:
         issues.add_file_issue("", str(exc), "a readable UTF-8 CSV file", "cannot read the trace")
         return None
+    if _repeated_columns(path, issues):
+        return None
     columns = {str(name).strip(): frame[name].astype(object) for name in frame.columns}
     return _Raw(columns, np.arange(1, len(frame) + 1, dtype=np.int64))
+
+
+def _repeated_columns(path: Path, issues: RowIssues) -> bool:
+    """Report each column the header names twice, as written; True when there is one.
+
+    Read from the header line itself: pandas renames a repeated ``x`` to ``x.1``.
+    """
+    header = next(csv.reader([first_line(path)], skipinitialspace=True), [])
+    first: dict[str, int] = {}
+    repeated = False
+    for position, name in enumerate((cell.strip() for cell in header), start=1):
+        if name not in first:
+            first[name] = position
+            continue
+        repeated = True
+        issues.add_file_issue(
+            f"column {name}",
+            name,
+            "each column named once in the header",
+            f"repeated column: header fields {first[name]} and {position} have the same name",
+        )
+    return repeated
 
 
 def _read_jsonl(path: Path, issues: RowIssues) -> _Raw | None:
