@@ -40,8 +40,8 @@ from simulator.workload.trace_formats import (
     GENERIC_NAME_COLUMNS,
     Layout,
     detect_format,
-    first_line,
     layout_for,
+    repeated_columns,
 )
 from simulator.workload.trace_table import MAX_REQUEST_TOKENS, TraceTable
 
@@ -113,32 +113,8 @@ def _read_csv(path: Path, issues: RowIssues) -> _Raw | None:
     except (OSError, UnicodeDecodeError) as exc:
         issues.add_file_issue("", str(exc), "a readable UTF-8 CSV file", "cannot read the trace")
         return None
-    if _repeated_columns(path, issues):
-        return None
     columns = {str(name).strip(): frame[name].astype(object) for name in frame.columns}
     return _Raw(columns, np.arange(1, len(frame) + 1, dtype=np.int64))
-
-
-def _repeated_columns(path: Path, issues: RowIssues) -> bool:
-    """Report each column the header names twice, as written; True when there is one.
-
-    Read from the header line itself: pandas renames a repeated ``x`` to ``x.1``.
-    """
-    header = next(csv.reader([first_line(path)], skipinitialspace=True), [])
-    first: dict[str, int] = {}
-    repeated = False
-    for position, name in enumerate((cell.strip() for cell in header), start=1):
-        if name not in first:
-            first[name] = position
-            continue
-        repeated = True
-        issues.add_file_issue(
-            f"column {name}",
-            name,
-            "each column named once in the header",
-            f"repeated column: header fields {first[name]} and {position} have the same name",
-        )
-    return repeated
 
 
 def _read_jsonl(path: Path, issues: RowIssues) -> _Raw | None:
@@ -370,6 +346,22 @@ def _parse(raw: _Raw, path: Path, layout: Layout, issues: RowIssues) -> TraceTab
     )
 
 
+def _report_repeated(path: Path, issues: RowIssues) -> bool:
+    """Report each column a CSV header names twice, as written; True when there is one."""
+    try:
+        repeated = repeated_columns(path)
+    except (OSError, UnicodeDecodeError):
+        return False  # reading the file reports it
+    for name, first, again in repeated:
+        issues.add_file_issue(
+            f"column {name}",
+            name,
+            "each column named once in the header",
+            f"repeated column: header fields {first} and {again} have the same name",
+        )
+    return bool(repeated)
+
+
 def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[Issue]]:
     """Read a trace file, returning the table or every problem found.
 
@@ -409,6 +401,8 @@ def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[I
         layout = layout_for(path, detect_format(path) if fmt == "auto" else fmt)
     except (OSError, UnicodeDecodeError) as exc:
         issues.add_file_issue("", str(exc), "a readable UTF-8 text file", "cannot read the trace")
+        return None, issues.issues()
+    if layout.container == "csv" and _report_repeated(path, issues):
         return None, issues.issues()
     raw = _read_csv(path, issues) if layout.container == "csv" else _read_jsonl(path, issues)
     table = None if raw is None else _parse(raw, path, layout, issues)
