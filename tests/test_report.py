@@ -351,19 +351,6 @@ def test_console_table_shows_slo_targets_and_pass_rates(tmp_path):
     assert re.search(rf"^all +{attainment:.1f}% +\(SLO attainment\)$", table, re.M)
 
 
-def test_console_says_energy_and_cost_are_not_measured():
-    energy = {
-        "j_per_output_token": None,
-        "by_device_class": {},
-        "covers": [],
-        "not_measured": [],
-        "idle_not_measured": [],
-    }
-    cost = {"usd_per_1k_tokens": None, "by_device_class": {}, "covers": [], "not_priced": []}
-    assert energy_line(energy).startswith("energy not measured")
-    assert cost_line(cost).startswith("cost: no price")
-
-
 def test_tvt_rows_only_for_runs_with_tvt_samples(runs):
     """A run without verify rounds over a network prints no TVT latency row."""
     for mode, has_tvt in (("none", False), ("distributed", True)):
@@ -375,3 +362,16 @@ def test_tvt_rows_only_for_runs_with_tvt_samples(runs):
         assert any(title.startswith("TVT p50") for title in titles) == has_tvt, mode
     both = headline_rows([load_run(runs["none"]), load_run(runs["distributed"])])
     assert any(row[0].startswith("TVT p99") for row in both)  # one run of the comparison has TVT
+
+
+def test_console_says_energy_and_cost_are_not_measured():
+    energy = {
+        "j_per_output_token": None,
+        "by_device_class": {},
+        "covers": [],
+        "not_measured": [],
+        "idle_not_measured": [],
+    }
+    cost = {"usd_per_1k_tokens": None, "by_device_class": {}, "covers": [], "not_priced": []}
+    assert energy_line(energy).startswith("energy not measured")
+    assert cost_line(cost).startswith("cost: no price")
