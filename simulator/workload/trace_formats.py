@@ -107,12 +107,13 @@ def repeated_columns(path: Path) -> list[tuple[str, int, int]]:
 
     Read from the header line as written (fields count from 1, names
     stripped): pandas renames a repeated ``x`` to ``x.1``, hiding the repeat.
-
-    Raises:
-        OSError: The file cannot be read.
-        UnicodeDecodeError: The file is not UTF-8 text.
+    A file that cannot be read gives none (reading it reports the problem).
     """
-    header = next(csv.reader([first_line(path)], skipinitialspace=True), [])
+    try:
+        line = first_line(path)
+    except (OSError, UnicodeDecodeError):
+        return []
+    header = next(csv.reader([line], skipinitialspace=True), [])
     first: dict[str, int] = {}
     repeated = []
     for position, name in enumerate((cell.strip() for cell in header), start=1):

@@ -274,7 +274,22 @@ def _names(raw: _Raw, column: str, issues: RowIssues) -> StrArray:
 
 
 def _check_columns(raw: _Raw, layout: Layout, issues: RowIssues) -> bool:
-    """Report missing and (for generic formats) unknown columns; True when usable."""
+    """Report missing and (for generic formats) unknown columns; True when usable.
+
+    A CSV header that names a column twice is reported first, by the name as
+    written (pandas has renamed the repeat ``x.1``), and makes the file unusable.
+    """
+    if layout.container == "csv":
+        repeated = repeated_columns(issues.file)
+        for name, first, again in repeated:
+            issues.add_file_issue(
+                f"column {name}",
+                name,
+                "each column named once in the header",
+                f"repeated column: header fields {first} and {again} have the same name",
+            )
+        if repeated:
+            return False
     present = list(raw.columns)
     required = [layout.prompt_column, layout.output_column]
     if layout.time_column is not None and not layout.generic:
@@ -346,22 +361,6 @@ def _parse(raw: _Raw, path: Path, layout: Layout, issues: RowIssues) -> TraceTab
     )
 
 
-def _report_repeated(path: Path, issues: RowIssues) -> bool:
-    """Report each column a CSV header names twice, as written; True when there is one."""
-    try:
-        repeated = repeated_columns(path)
-    except (OSError, UnicodeDecodeError):
-        return False  # reading the file reports it
-    for name, first, again in repeated:
-        issues.add_file_issue(
-            f"column {name}",
-            name,
-            "each column named once in the header",
-            f"repeated column: header fields {first} and {again} have the same name",
-        )
-    return bool(repeated)
-
-
 def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[Issue]]:
     """Read a trace file, returning the table or every problem found.
 
@@ -401,8 +400,6 @@ def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[I
         layout = layout_for(path, detect_format(path) if fmt == "auto" else fmt)
     except (OSError, UnicodeDecodeError) as exc:
         issues.add_file_issue("", str(exc), "a readable UTF-8 text file", "cannot read the trace")
-        return None, issues.issues()
-    if layout.container == "csv" and _report_repeated(path, issues):
         return None, issues.issues()
     raw = _read_csv(path, issues) if layout.container == "csv" else _read_jsonl(path, issues)
     table = None if raw is None else _parse(raw, path, layout, issues)
