@@ -274,12 +274,10 @@ def _names(raw: _Raw, column: str, issues: RowIssues) -> StrArray:
 
 
 def _check_columns(raw: _Raw, layout: Layout, issues: RowIssues) -> bool:
-    """Report missing and (for generic formats) unknown columns; True when usable.
-
-    A CSV header that names a column twice is reported first, by the name as
-    written (pandas has renamed the repeat ``x.1``), and makes the file unusable.
-    """
+    """Report missing and (for generic formats) unknown columns; True when usable."""
     if layout.container == "csv":
+        # A header naming a column twice makes the file unusable; it is reported by
+        # the name as written (pandas has renamed the repeat ``x.1``).
         repeated = repeated_columns(issues.file)
         for name, first, again in repeated:
             issues.add_file_issue(
