@@ -16,7 +16,11 @@ def _run_name(summary: dict[str, Any]) -> str:
 
 
 def headline_table(summary: dict[str, Any]) -> str:
-    """Return a small fixed-width table of the headline metrics of a summary."""
+    """Return a small fixed-width table of the headline metrics of a summary.
+
+    The TVT latency row appears only for a run with TVT samples (verify
+    rounds over a network: modes ``distributed`` and ``hybrid``).
+    """
     req = summary["requests"]
     lat = summary["latency_ms"]
     spec = summary["speculation"]
@@ -31,6 +35,8 @@ def headline_table(summary: dict[str, Any]) -> str:
     ]
     for name in ("ttft", "tpot", "tvt", "e2e"):
         row = lat[name]
+        if name == "tvt" and row["mean"] is None:
+            continue  # no verify round over a network: TVT does not apply
         lines.append(
             f"{name.upper():<12} {_fmt(row['mean']):>9} {_fmt(row['p50']):>9} "
             f"{_fmt(row['p90']):>9} {_fmt(row['p99']):>9}"

@@ -23,7 +23,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,9 @@ OUTPUT_DIR_ALLOWED = (
 )
 
 
-def check_output_dir(out_dir: Path, file: str, key: str) -> None:
+def check_output_dir(
+    out_dir: Path, file: str, key: str, entries: frozenset[str] = RESULT_ENTRIES
+) -> None:
     """Refuse ``out_dir`` unless results can be written there.
 
     Called before a run so that a bad results directory costs seconds, not a
@@ -74,6 +76,7 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
         out_dir: The results directory.
         file: Where the directory was named (a scenario file or the command line).
         key: The key or option that named it.
+        entries: The names it may already hold (default: those of a run's results).
 
     Raises:
         InputError: Naming the directory and what is wrong with it.
@@ -95,7 +98,7 @@ def check_output_dir(out_dir: Path, file: str, key: str) -> None:
     if target.exists() and not target.is_dir():
         raise refuse("not a directory")
     if target.is_dir():
-        foreign = sorted(p.name for p in target.iterdir() if p.name not in RESULT_ENTRIES)
+        foreign = sorted(p.name for p in target.iterdir() if p.name not in entries)
         if foreign:
             raise refuse(
                 f"holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, "
@@ -222,7 +225,6 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
     the content hashes of the resolved scenario, of every file it names and
     of the code (see :mod:`simulator.content_hash`).
     """
-    check_output_dir(out_dir, str(out_dir), "results directory")
     resolved = result.scenario.resolved()
     texts = {
         "summary.json": summary_json(result.summary),
@@ -254,16 +256,31 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
             index=False, float_format=FLOAT_FORMAT, lineterminator="\n"
         )
         names.append(PLANNER_LOG)
+    return write_files(out_dir, {name: texts[name] for name in names})
+
+
+def write_files(
+    out_dir: Path, texts: Mapping[str, str], entries: frozenset[str] = RESULT_ENTRIES
+) -> list[Path]:
+    """Write ``texts`` (file name -> content) as the directory ``out_dir``, whole.
+
+    The results-directory rules of :func:`check_output_dir` (``entries``: the
+    names ``out_dir`` may already hold) and the swap of the module docstring:
+    the files go into a new directory beside ``out_dir`` (readable as the
+    umask says), which then replaces ``out_dir`` in one step; a failure before
+    that leaves ``out_dir`` as it was.
+    """
+    check_output_dir(out_dir, str(out_dir), "results directory", entries)
     target = out_dir.absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
     try:
         staging.chmod(0o777 & ~_umask())
-        for name in names:
-            _write_text(staging / name, texts[name])
+        for name, text in texts.items():
+            _write_text(staging / name, text)
         _swap_in(staging, target)
-        logger.info("wrote %d result files to %s", len(names), out_dir)
+        logger.info("wrote %d result files to %s", len(texts), out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return [out_dir / name for name in names]
+    return [out_dir / name for name in texts]

@@ -63,6 +63,7 @@ def test_the_known_best_configuration_ranks_first(tmp_path: Path) -> None:
     assert list(frame["rank"]) == [1, 2, 3]
     assert list(frame["gpus"]) == [4, 2, 1]
     assert list(frame["meets_slo_at_rate"]) == [True, False, False]
+    assert frame["feasible"].all()  # each meets the target at some rate
     assert (frame["status"] == "ok").all()
     # only more verify replicas help: the sustainable rate grows with them
     rates = frame.set_index("pools.pool.replicas")["max_requests_per_s"]
@@ -71,6 +72,50 @@ def test_the_known_best_configuration_ranks_first(tmp_path: Path) -> None:
     best = frame.iloc[0]
     assert best["max_requests_per_gpu_s"] == pytest.approx(best["max_requests_per_s"] / 4)
     assert best["goodput_requests_per_gpu_s"] == pytest.approx(best["goodput_requests_per_s"] / 4)
+
+
+def _ranked_row(index: int, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(plan_module.RESULT_COLUMNS)
+    row.update(
+        configuration=index,
+        label=f"pool.replicas={index}",
+        status="ok",
+        error="",
+        meets_slo_at_rate=False,
+        feasible=False,
+        capacity_capped=False,
+        gpus=1,
+    )
+    row.update(values)
+    return row
+
+
+def test_feasible_configurations_rank_above_infeasible_ones() -> None:
+    """No rate meets the target for configuration 0, however high its goodput at the rate."""
+    infeasible = _ranked_row(0, slo_attainment=0.85, goodput_requests_per_gpu_s=9.0)
+    feasible = _ranked_row(
+        1,
+        slo_attainment=0.5,
+        goodput_requests_per_gpu_s=2.0,
+        feasible=True,
+        max_requests_per_s=4.0,
+        max_requests_per_gpu_s=4.0,
+    )
+    meets = _ranked_row(
+        2,
+        slo_attainment=0.95,
+        goodput_requests_per_gpu_s=1.0,
+        meets_slo_at_rate=True,
+        feasible=True,
+        max_requests_per_s=3.0,
+        max_requests_per_gpu_s=3.0,
+    )
+    frame = plan_module.rank([infeasible, feasible, meets], ["pool.replicas"])
+    assert list(frame["configuration"]) == [2, 1, 0]
+    assert list(frame["feasible"]) == [True, True, False]
+    printed = plan_module.render_top(frame, 3).splitlines()
+    assert printed[3].endswith("(infeasible: no rate tried meets the attainment target)")
+    assert "infeasible" not in "\n".join(printed[:3])
 
 
 @pytest.mark.slow

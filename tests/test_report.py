@@ -21,7 +21,7 @@ from simulator.labels import distinct_labels
 from simulator.outputs import write_results
 from simulator.report import figures, load_run, write_report
 from simulator.report.document import figure_specs
-from simulator.report.headline import METRICS, format_value, value_of
+from simulator.report.headline import METRICS, format_value, headline_rows, value_of
 from simulator.report.results import with_distinct_labels
 from simulator.report.scenario_diff import scenario_differences
 from tests.commands import run_python
@@ -354,6 +354,19 @@ def test_console_table_shows_slo_targets_and_pass_rates(tmp_path):
     assert re.search(r"^TVT +no target +does not apply$", table, re.M)
     attainment = 100 * summary["goodput"]["slo_attainment"]
     assert re.search(rf"^all +{attainment:.1f}% +\(SLO attainment\)$", table, re.M)
+
+
+def test_tvt_rows_only_for_runs_with_tvt_samples(runs):
+    """A run without verify rounds over a network prints no TVT latency row."""
+    for mode, has_tvt in (("none", False), ("distributed", True)):
+        summary = json.loads((runs[mode] / "summary.json").read_text())
+        assert (summary["latency_ms"]["tvt"]["mean"] is not None) == has_tvt
+        table = headline_table(summary)
+        assert bool(re.search(r"^TVT +[-\d.]+ ", table, re.M)) == has_tvt, mode
+        titles = [row[0] for row in headline_rows([load_run(runs[mode])])]
+        assert any(title.startswith("TVT p50") for title in titles) == has_tvt, mode
+    both = headline_rows([load_run(runs["none"]), load_run(runs["distributed"])])
+    assert any(row[0].startswith("TVT p99") for row in both)  # one run of the comparison has TVT
 
 
 def test_console_says_energy_and_cost_are_not_measured():

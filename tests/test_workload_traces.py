@@ -284,3 +284,23 @@ def test_sources_md_records_each_slice_and_its_licence():
     for licence in re.findall(r"\(LICENSES/([^)]+)\)", text):
         assert (TRACES / "LICENSES" / licence).is_file(), licence
     assert sum(len((TRACES / n).read_bytes()) for n in shipped) < 600_000
+
+
+@pytest.mark.parametrize(
+    ("header", "fmt"),
+    [
+        ("arrival_s,prompt_tokens,output_tokens,prompt_tokens", "csv"),
+        ('TIMESTAMP, ContextTokens,GeneratedTokens,"ContextTokens"', "azure"),
+    ],
+)
+def test_repeated_column_is_named_as_written(tmp_path, header, fmt):
+    """pandas reads a repeated header name as ``x.1``; the message names ``x``."""
+    row = "2023-11-16 18:15:46.6805900,1,1,2" if fmt == "azure" else "0,1,1,2"
+    path = write(tmp_path / "t.csv", f"{header}\n{row}\n")
+    table, issues = load_trace(path, fmt)
+    assert table is None
+    name = header.split(",")[1].strip()
+    assert [i.key_path for i in issues] == [f"column {name}"]
+    assert issues[0].value == repr(name)
+    assert "repeated column" in issues[0].problem and "fields 2 and 4" in issues[0].problem
+    assert ".1" not in str(issues[0])

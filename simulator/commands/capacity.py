@@ -1,8 +1,9 @@
-"""``simulate capacity SCENARIO --slo-attainment F``: the highest rate meeting an SLO attainment.
+"""``simulate capacity SCENARIO [--slo-attainment F] [-o DIR]``: the highest rate meeting an SLO attainment.
 
 Bisects ``workload.arrival_scale`` (as DistServe and Vidur-Search do) and
-prints every probe, then the highest passing rate in requests/s and per GPU;
-see ``docs/sweeps.md``.
+prints every probe, then the highest passing rate in requests/s and per GPU,
+or, when no rate passes, what caps the attainment; with ``-o DIR`` also
+writes ``probes.csv`` and ``capacity.json`` there; see ``docs/sweeps.md``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from simulator.capacity_bounds import DEFAULT_SLO_ATTAINMENT
 from simulator.commands.scenario_options import (
     add_plugin_option,
     add_scenario_options,
@@ -23,7 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``simulate capacity``."""
     parser.add_argument("scenario", type=Path, help="scenario YAML or JSON file (open loop)")
     parser.add_argument(
-        "--slo-attainment", type=float, required=True, help="fraction of requests meeting their SLO"
+        "--slo-attainment",
+        type=float,
+        default=DEFAULT_SLO_ATTAINMENT,
+        help=f"fraction of requests meeting their SLO (default {DEFAULT_SLO_ATTAINMENT}, DistServe's)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="also write probes.csv and capacity.json into this directory",
     )
     add_search_bounds(parser)
     add_scenario_options(parser)
@@ -61,6 +73,19 @@ def execute(args: argparse.Namespace) -> int:
                     f"{'pass' if p.passed else 'fail'}"
                 )
         print(result.describe())
+        if args.output is not None:
+            from simulator.sweeps.capacity_table import write_capacity
+
+            write_capacity(result, args.output)
+            if not args.quiet:
+                print(f"probes in {args.output}")
         return 0
 
-    return run_guarded(entry, args.allow_plugins)
+    def checked_entry() -> int:
+        if args.output is not None:  # refused before the first probe, not after the search
+            from simulator.sweeps.capacity_table import check_capacity_dir
+
+            check_capacity_dir(args.output)
+        return entry()
+
+    return run_guarded(checked_entry, args.allow_plugins)

@@ -333,13 +333,9 @@ class Engine:
         """Requests completed so far (for progress reports)."""
         self._last_outcome_s = start_s
         self._active_total = 0
-        self._tokens_out = 0
-        self._k_sum = 0
-        self._k_rounds = 0
         self.sampler = TimeseriesSampler(
             self.env,
             self.replicas,
-            self._totals,
             settings.timeseries_interval_s,
             record_state=planner is not None,
         )
@@ -355,10 +351,6 @@ class Engine:
         )
         self._on_end = self._closed_loop.on_end if self._closed_loop is not None else None
         """Called with each request that ends (completes or is rejected); closed loop only."""
-
-    def _totals(self) -> tuple[int, int, int]:
-        """Output tokens, sum of k and speculation rounds so far (for the time series)."""
-        return self._tokens_out, self._k_sum, self._k_rounds
 
     def _device(self, pool: str, index: int) -> DraftDevice:
         key = (pool, index)
@@ -526,8 +518,8 @@ class Engine:
         if k < self._k_floor:
             k = self._k_floor
         req.k = k
-        self._k_sum += k
-        self._k_rounds += 1
+        target.k_sum += k
+        target.k_rounds += 1
 
     def _predictor(self, replica: TargetReplica, mode: str) -> LutStepPredictor:
         """The replica's iteration-time predictor for a request of ``mode`` (built once)."""
@@ -577,7 +569,7 @@ class Engine:
                     if recent != recent
                     else recent + REQUEST_ACCEPTANCE_WEIGHT * (rate - recent)
                 )
-        self._tokens_out += gained
+        self.replicas[req.replica].tokens_out += gained
         return gained
 
     # -- request flow ----------------------------------------------------------
@@ -896,7 +888,7 @@ class Engine:
             replica.enqueue_step(req, kind)
             return
         req.generated = 1
-        self._tokens_out += 1
+        replica.tokens_out += 1
         if self._predicts_ttft:
             self._prefill_done(req)
         req.first_token_server_s = now

@@ -184,6 +184,12 @@ class TargetReplica:
         self.busy_s = 0.0
         self.energy_j = 0.0
         self.iterations = 0
+        self.tokens_out = 0
+        """Output tokens committed on it (first tokens and verify-round gains)."""
+        self.k_sum = 0
+        """Sum of the draft lengths k of the speculation rounds started on it."""
+        self.k_rounds = 0
+        """Speculation rounds started on it."""
         self._incoming: list[tuple[float, int, str, RequestState]] = []
         self._incoming_seq = 0
         self._busy = False
@@ -1030,6 +1036,7 @@ class TargetReplica:
         per_token = self.kv_mb_per_token[DECODE]
         grow = self.kv_policy == "preempt_recompute"
         now = self.env.now
+        self.tokens_out += done * len(batch)
         for req in batch:
             req.generated += done
             req.ready_s = now

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 
 import simpy
@@ -11,8 +11,8 @@ import simpy
 from simulator.engine.clock import URGENT, call_after
 from simulator.engine.target import SERVING, TargetReplica
 
-Totals = Callable[[], tuple[int, int, int]]
-"""Returns the run's totals so far: (output tokens, sum of k, speculation rounds)."""
+PLANNER_COLUMNS = ("state", "replicas_active")
+"""Columns only a run with a planner has (see ``docs/outputs.md``)."""
 
 
 class TimeseriesSampler:
@@ -20,8 +20,10 @@ class TimeseriesSampler:
 
     Each sample is one row per replica: queue lengths of its lanes, the
     fraction of the interval it was busy, KV occupancy, requests routed to it
-    (outstanding) and running on it (prefilled, not finished), and system-wide the
-    mean k of rounds started and the output tokens committed in the interval.
+    (outstanding) and running on it (prefilled, not finished), and its own
+    speculation rounds started in the interval (``k_rounds``), their mean k
+    (``mean_k``, NaN without rounds) and the output tokens committed on it
+    (``output_tokens``). Column reference: ``docs/outputs.md``.
     In a run with a planner, each row also has the replica's ``state``
     (``loading``, ``serving``, ``draining`` or ``retired``) and
     ``replicas_active``, the serving replicas of its pool.
@@ -39,25 +41,23 @@ class TimeseriesSampler:
         self,
         env: simpy.Environment,
         replicas: Sequence[TargetReplica],
-        totals: Totals,
         interval_s: float,
         record_state: bool = False,
     ) -> None:
         self.env = env
         self.replicas = replicas
-        self.totals = totals
         self.interval_s = interval_s
         self.rows: list[dict[str, float | int | str]] = []
         self._last_busy: list[float] = []
-        self._last_tokens = 0
-        self._last_k_sum = 0
-        self._last_k_rounds = 0
+        self._last_counts: list[tuple[int, int, int]] = []
+        """Per replica at the previous sample: output tokens, sum of k, rounds."""
         self.record_state = record_state
         """Add each replica's state and its pool's serving replicas (runs with a planner)."""
 
     def start(self) -> None:
         """Start sampling (called once, when the run starts)."""
         self._last_busy = [0.0] * len(self.replicas)
+        self._last_counts = [(0, 0, 0)] * len(self.replicas)
         call_after(self.env, 0.0, self._wait, URGENT)
 
     # A chain of clock actions rather than a SimPy process, so that a stopped
@@ -98,15 +98,10 @@ class TimeseriesSampler:
         self._wait()
 
     def _sample(self, now_s: float) -> None:
-        tokens_out, k_sum, k_rounds = self.totals()
-        tokens = tokens_out - self._last_tokens
-        rounds = k_rounds - self._last_k_rounds
-        mean_k = (k_sum - self._last_k_sum) / rounds if rounds else math.nan
-        self._last_tokens = tokens_out
-        self._last_k_rounds = k_rounds
-        self._last_k_sum = k_sum
         if len(self._last_busy) < len(self.replicas):  # replicas a planner added
-            self._last_busy.extend([0.0] * (len(self.replicas) - len(self._last_busy)))
+            added = len(self.replicas) - len(self._last_busy)
+            self._last_busy.extend([0.0] * added)
+            self._last_counts.extend([(0, 0, 0)] * added)
         serving: dict[str, int] = {}
         if self.record_state:
             for replica in self.replicas:
@@ -115,6 +110,11 @@ class TimeseriesSampler:
             prefill, decode, verify, fused = replica.queue_lengths()
             busy = replica.busy_s - self._last_busy[i]
             self._last_busy[i] = replica.busy_s
+            tokens_then, k_sum_then, rounds_then = self._last_counts[i]
+            rounds = replica.k_rounds - rounds_then
+            mean_k = (replica.k_sum - k_sum_then) / rounds if rounds else math.nan
+            tokens = replica.tokens_out - tokens_then
+            self._last_counts[i] = (replica.tokens_out, replica.k_sum, replica.k_rounds)
             self.rows.append(
                 {
                     "time_s": now_s,
@@ -128,10 +128,12 @@ class TimeseriesSampler:
                     "kv_occupancy": replica.kv.used_mb / replica.kv.capacity_mb,
                     "outstanding": replica.outstanding,
                     "running": replica.running,
+                    "k_rounds": rounds,
                     "mean_k": mean_k,
                     "output_tokens": tokens,
                 }
             )
             if self.record_state:
-                self.rows[-1]["state"] = replica.state
-                self.rows[-1]["replicas_active"] = serving[replica.pool]
+                state, active = PLANNER_COLUMNS
+                self.rows[-1][state] = replica.state
+                self.rows[-1][active] = serving[replica.pool]

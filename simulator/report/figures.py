@@ -398,7 +398,12 @@ def k_over_time(run: RunResults, ax: Axes | None = None) -> Axes:
     series = run.timeseries
     if series.empty or series["mean_k"].dropna().empty:
         return _no_data(ax, "speculation rounds")
-    table = _per_pool(run, "mean_k", "mean")
+    if "k_rounds" in series.columns:  # each replica's mean k, weighted by its rounds
+        weighted = series.assign(k_total=series["mean_k"].fillna(0.0) * series["k_rounds"])
+        sums = weighted.groupby(["time_s", "pool"])[["k_total", "k_rounds"]].sum()
+        table = (sums["k_total"] / sums["k_rounds"].where(sums["k_rounds"] > 0)).unstack("pool")
+    else:  # results written before timeseries.csv had k_rounds
+        table = _per_pool(run, "mean_k", "mean")
     for pool in table.columns:
         ax.plot(table.index, table[pool], marker=".", linestyle="-", label=pool)
     ax.set_xlabel("simulated time (s)")

@@ -22,6 +22,8 @@ class Metric:
         scale: Factor applied to the stored value (fractions to per cent).
         better: ``"lower"`` or ``"higher"`` where one direction is better, else ``None``.
         missing: What a cell says where the summary has no value.
+        optional: The row is left out where no run has a value (TVT: only runs
+            with verify rounds over a network have samples).
     """
 
     name: str
@@ -29,6 +31,7 @@ class Metric:
     scale: float = 1.0
     better: str | None = None
     missing: str = "-"
+    optional: bool = False
 
     @property
     def label(self) -> str:
@@ -47,8 +50,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("TTFT p99 (ms)", ("latency_ms", "ttft", "p99"), better=LOWER),
     Metric("TPOT p50 (ms)", ("latency_ms", "tpot", "p50"), better=LOWER),
     Metric("TPOT p99 (ms)", ("latency_ms", "tpot", "p99"), better=LOWER),
-    Metric("TVT p50 (ms)", ("latency_ms", "tvt", "p50"), better=LOWER),
-    Metric("TVT p99 (ms)", ("latency_ms", "tvt", "p99"), better=LOWER),
+    Metric("TVT p50 (ms)", ("latency_ms", "tvt", "p50"), better=LOWER, optional=True),
+    Metric("TVT p99 (ms)", ("latency_ms", "tvt", "p99"), better=LOWER, optional=True),
     Metric("E2E p50 (ms)", ("latency_ms", "e2e", "p50"), better=LOWER),
     Metric("output tokens per s", ("throughput", "output_tokens_per_s"), better=HIGHER),
     Metric("goodput (requests per s)", ("goodput", "requests_per_s"), better=HIGHER),
@@ -108,10 +111,15 @@ def ratio_cell(metric: Metric, value: float | None, base: float | None) -> str:
 
 
 def headline_rows(runs: Sequence[RunResults]) -> list[list[str]]:
-    """Rows ``[label, value of run 1, ...]``; with several runs, ratios to the first follow."""
+    """Rows ``[label, value of run 1, ...]``; with several runs, ratios to the first follow.
+
+    An optional row (TVT) is left out where no run has a value for it.
+    """
     rows = []
     for metric in METRICS:
         values = [value_of(run.summary, metric) for run in runs]
+        if metric.optional and all(value is None for value in values):
+            continue
         row = [metric.label, *(cell(run.summary, metric) for run in runs)]
         row += [ratio_cell(metric, value, values[0]) for value in values[1:]]
         rows.append(row)

@@ -45,6 +45,7 @@ RESULT_COLUMNS = (
     "offered_requests_per_s",
     "slo_attainment",
     "meets_slo_at_rate",
+    "feasible",
     "goodput_requests_per_s",
     "goodput_requests_per_gpu_s",
     "max_arrival_scale",
@@ -106,12 +107,14 @@ def evaluate(task: PlanTask) -> PlanOutcome:
         return PlanOutcome(task.index, {}, one_line(exc))
     goodput = summary["goodput"]
     attained = goodput["slo_attainment"]
+    meets = attained is not None and attained >= task.slo_attainment
     return PlanOutcome(
         task.index,
         {
             "offered_requests_per_s": summary["requests"]["measured"] / summary["measured_s"],
             "slo_attainment": attained,
-            "meets_slo_at_rate": attained is not None and attained >= task.slo_attainment,
+            "meets_slo_at_rate": meets,
+            "feasible": meets or found.best is not None,
             "goodput_requests_per_s": goodput["requests_per_s"],
             "goodput_requests_per_gpu_s": goodput["requests_per_gpu_s"],
             "max_arrival_scale": found.best.arrival_scale if found.best else None,
@@ -145,6 +148,7 @@ def _sort_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
     return (
         row["status"] != "ok",
+        not row["feasible"],
         not row["meets_slo_at_rate"],
         desc(row["goodput_requests_per_gpu_s"]),
         desc(row["max_requests_per_gpu_s"]),
@@ -155,8 +159,9 @@ def _sort_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 def rank(rows: Sequence[Mapping[str, Any]], axes: Sequence[str]) -> pd.DataFrame:
     """The ranked table.
 
-    Order: configurations that ran before failed ones; those meeting the SLO
-    attainment at the scenario's rate first; then goodput per GPU at that
+    Order: configurations that ran before failed ones; feasible ones (meeting
+    the SLO attainment at some rate tried) before infeasible ones; those
+    meeting it at the scenario's rate first; then goodput per GPU at that
     rate, highest first; ties by the highest sustainable rate per GPU; then
     by configuration index.
     """
@@ -181,6 +186,7 @@ def _row(
             "status": "failed" if error else "ok",
             "error": error or "",
             "meets_slo_at_rate": False,
+            "feasible": False,
             "scenario_sha256": point.sha256,
         }
     )
@@ -300,6 +306,8 @@ def render_top(frame: pd.DataFrame, top: int) -> str:
         label = str(record["label"])
         if record["status"] != "ok":
             label += f"  (failed: {record['error']})"
+        elif not record["feasible"]:
+            label += "  (infeasible: no rate tried meets the attainment target)"
         elif record["capacity_capped"]:
             label += "  (max rate capped at --high)"
         lines.append([*cells, label])

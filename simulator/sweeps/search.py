@@ -31,12 +31,27 @@ class Probe:
         offered_requests_per_s: Measured requests over the measured seconds.
         slo_attainment: The run's SLO attainment (``None``: no measured request).
         passed: Whether the attainment met the target.
+        measured_requests: Requests in the run's measured set (the attainment's denominator).
+        completed: Measured requests that completed.
+        unfinished: Measured requests still running when the run stopped.
+        rejected_by_reason: Measured requests rejected, per reason, by reason.
+        slo_pass_rate: Per SLO (``ttft``, ``tpot``, ``tvt``), the share of the
+            measured set within that target (``None``: it does not apply).
+        goodput_requests_per_s: Requests meeting every SLO per second.
+        goodput_requests_per_gpu_s: The same per GPU.
     """
 
     arrival_scale: float
     offered_requests_per_s: float
     slo_attainment: float | None
     passed: bool
+    measured_requests: int = 0
+    completed: int = 0
+    unfinished: int = 0
+    rejected_by_reason: tuple[tuple[str, int], ...] = ()
+    slo_pass_rate: tuple[tuple[str, float | None], ...] = ()
+    goodput_requests_per_s: float | None = None
+    goodput_requests_per_gpu_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,8 @@ class CapacityResult:
         if self.best is None:
             return (
                 f"no rate meets SLO attainment {self.target:.1%}: "
-                f"even arrival_scale {self.probes[0].arrival_scale:g} fails"
+                f"even arrival_scale {self.probes[0].arrival_scale:g} fails; "
+                + attainment_limit(self.probes[0], self.target)
             )
         per_gpu = self.requests_per_gpu_s
         gpu_text = f"{per_gpu:.4g} requests/s per GPU ({self.gpus} GPUs)" if per_gpu else "no GPUs"
@@ -84,6 +100,52 @@ class CapacityResult:
             f"{self.best.offered_requests_per_s:.4g} requests/s, {gpu_text}, "
             f"attainment {self.best.slo_attainment:.1%}{capped}"
         )
+
+
+UNSERVABLE_REASONS = ("context_window", "device_kv_capacity", "kv_capacity")
+"""Rejection reasons no arrival rate avoids: the request is too long for a model's
+context window, or its KV cache can never fit its draft device or replica."""
+
+
+def attainment_limit(probe: Probe, target: float) -> str:
+    """What keeps a failing probe's attainment below ``target``.
+
+    Rejections no rate avoids (:data:`UNSERVABLE_REASONS`) when they alone
+    cap the attainment below the target; otherwise the probe's misses:
+    rejections by reason, requests unfinished when the run stopped, and
+    requests that completed outside an SLO (per SLO).
+    """
+    measured = probe.measured_requests
+    if not measured:
+        return "the run has no measured request"
+    rejected = dict(probe.rejected_by_reason)
+    unservable = {reason: n for reason, n in rejected.items() if reason in UNSERVABLE_REASONS}
+    cap = 1.0 - sum(unservable.values()) / measured
+    if unservable and cap < target:
+        counts = " and ".join(f"{n} {reason}" for reason, n in unservable.items())
+        plural = "s" if sum(unservable.values()) > 1 else ""
+        return (
+            f"{counts} rejection{plural} of {measured} measured requests "
+            f"cap attainment at {cap:.1%} at any rate"
+        )
+    attained = probe.slo_attainment or 0.0
+    misses = []
+    if rejected:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in rejected.items())
+        misses.append(f"{sum(rejected.values())} rejected ({reasons})")
+    if probe.unfinished:
+        misses.append(f"{probe.unfinished} unfinished when the run stopped")
+    late = probe.completed - round(attained * measured)
+    if late > 0:
+        per_slo = [
+            f"{name.upper()} {missed}"
+            for name, rate in probe.slo_pass_rate
+            if rate is not None and (missed := probe.completed - round(rate * measured)) > 0
+        ]
+        misses.append(f"{late} completed outside an SLO ({', '.join(per_slo)})")
+    return f"there attainment is {attained:.1%}: of {measured} measured requests, " + ", ".join(
+        misses
+    )
 
 
 def check_search(target: float, low: float, high: float, tolerance: float) -> None:
@@ -145,9 +207,23 @@ def capacity(
         )
         gpus = target_gpus(scenario)
         summary = run(scenario).summary
-        attained = summary["goodput"]["slo_attainment"]
-        offered = summary["requests"]["measured"] / summary["measured_s"]
-        found = Probe(scale, offered, attained, attained is not None and attained >= slo_attainment)
+        good = summary["goodput"]
+        attained = good["slo_attainment"]
+        requests = summary["requests"]
+        offered = requests["measured"] / summary["measured_s"]
+        found = Probe(
+            scale,
+            offered,
+            attained,
+            attained is not None and attained >= slo_attainment,
+            requests["measured"],
+            requests["completed"],
+            requests["unfinished"],
+            tuple(requests["rejected_by_reason"].items()),
+            tuple((good.get("slo_pass_rate") or {}).items()),
+            good["requests_per_s"],
+            good["requests_per_gpu_s"],
+        )
         probes.append(found)
         return found
 

@@ -24,6 +24,7 @@ columns (a misspelt optional column would otherwise be silently lost).
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,28 @@ def first_line(path: Path) -> str:
             if line.strip():
                 return line.strip()
     return ""
+
+
+def repeated_columns(path: Path) -> list[tuple[str, int, int]]:
+    """Columns a CSV file's header names more than once: ``(name, first field, repeat field)``.
+
+    Read from the header line as written (fields count from 1, names
+    stripped): pandas renames a repeated ``x`` to ``x.1``, hiding the repeat.
+    A file that cannot be read gives none (reading it reports the problem).
+    """
+    try:
+        line = first_line(path)
+    except (OSError, UnicodeDecodeError):
+        return []
+    header = next(csv.reader([line], skipinitialspace=True), [])
+    first: dict[str, int] = {}
+    repeated = []
+    for position, name in enumerate((cell.strip() for cell in header), start=1):
+        if name in first:
+            repeated.append((name, first[name], position))
+        else:
+            first[name] = position
+    return repeated
 
 
 def _is_jsonl(path: Path, line: str) -> bool:

@@ -41,6 +41,7 @@ from simulator.workload.trace_formats import (
     Layout,
     detect_format,
     layout_for,
+    repeated_columns,
 )
 from simulator.workload.trace_table import MAX_REQUEST_TOKENS, TraceTable
 
@@ -274,6 +275,19 @@ def _names(raw: _Raw, column: str, issues: RowIssues) -> StrArray:
 
 def _check_columns(raw: _Raw, layout: Layout, issues: RowIssues) -> bool:
     """Report missing and (for generic formats) unknown columns; True when usable."""
+    if layout.container == "csv":
+        # A header naming a column twice makes the file unusable; it is reported by
+        # the name as written (pandas has renamed the repeat ``x.1``).
+        repeated = repeated_columns(issues.file)
+        for name, first, again in repeated:
+            issues.add_file_issue(
+                f"column {name}",
+                name,
+                "each column named once in the header",
+                f"repeated column: header fields {first} and {again} have the same name",
+            )
+        if repeated:
+            return False
     present = list(raw.columns)
     required = [layout.prompt_column, layout.output_column]
     if layout.time_column is not None and not layout.generic:
