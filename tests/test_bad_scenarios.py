@@ -1083,6 +1083,7 @@ def test_simulate_rejects_a_bad_override_end_to_end(tmp_path):
     assert "did you mean 'k'" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_gap_the_run_would_meet_is_refused_before_it_starts(tmp_path):
     """A prompt below a LUT's context grid is found by the loader: exit 2, no results."""
     scenario = write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 50, 10))

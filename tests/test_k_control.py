@@ -277,6 +277,7 @@ def test_pid_drafts_less_under_load_and_more_with_headroom(tmp_path):
     assert loaded < 2.0 < static < 7.0 < light
 
 
+@pytest.mark.slow
 def test_bandit_drafts_longer_as_acceptance_rises(tmp_path):
     # The fused step costs 22 + 2 k ms: short drafts pay at low acceptance, long ones at high.
     def mean_k(alpha: float, name: str) -> float:

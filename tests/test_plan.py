@@ -322,6 +322,7 @@ def _exit_with_four_replicas(scenario: Any) -> Any:
 _REAL_RUN = plan_module.run
 
 
+@pytest.mark.slow
 def test_a_dying_worker_fails_its_configuration_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

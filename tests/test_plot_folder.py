@@ -39,6 +39,7 @@ def _touch(figure: object, path: str | Path, **_: object) -> None:
     Path(path).write_bytes(b"figure")
 
 
+@pytest.mark.slow
 def test_a_reused_folder_keeps_only_the_new_reports_files(runs, tmp_path, monkeypatch):
     monkeypatch.setattr("simulator.report.document.Figure.savefig", _touch)  # names, not pixels
     out = tmp_path / "out"

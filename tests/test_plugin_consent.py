@@ -197,6 +197,7 @@ def test_a_bad_environment_value_names_the_variable(tmp_path, monkeypatch, capsy
     )
 
 
+@pytest.mark.slow
 def test_python_m_does_not_search_the_working_folder(tmp_path):
     marker = tmp_path / "marker"
     work = tmp_path / "work"

@@ -450,6 +450,7 @@ def test_queue_figure_bins_samples_into_mean_line_and_max_band(runs):
     assert figures.queue_bin_s(np.arange(0.0, 101.0, 0.5)) == 1.5  # 201 samples -> 67 bins
 
 
+@pytest.mark.slow
 def test_comparison_lists_the_resolved_scenario_keys_that_differ(runs, tmp_path):
     baseline, other = load_run(runs["none"]), load_run(runs["distributed"])
     html_path, md_path = write_report([baseline, other], tmp_path / "comparison")

@@ -412,6 +412,7 @@ def test_the_code_identity_follows_the_sources(tmp_path, monkeypatch):
         content_hash.code_sha256.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
 def test_a_ray_worker_death_fails_its_task_only():
     results = execute_with(_exit_on_three, [1, 2, 3, 4], "ray", 2, None, lambda t, why: why)
