@@ -17,3 +17,16 @@ MAX_TARGET_REPLICAS = 4_096
 
 MAX_DEVICE_COUNT = 1_000_000_000
 """``hardware_profiles[].count`` of one class (client devices are made only when used)."""
+
+MIN_SEARCH_TOLERANCE = 1e-6
+"""Smallest ``--tolerance`` of the capacity bisection (``simulate capacity``, ``simulate plan``).
+
+Each probe is a whole run, and a rate known to a millionth is far finer than
+the run-to-run noise of any scenario; much below it ``1 + tolerance`` rounds
+to 1 in binary64 (1 + 1e-16 == 1) and the bisection would never end."""
+
+MAX_BISECTION_STEPS = 40
+"""Most probes the capacity bisection runs between ``--low`` and ``--high``.
+
+A hard stop besides the tolerance: at :data:`MIN_SEARCH_TOLERANCE` even the
+widest finite bounds (1e-300 to 1e300) need 31 halvings."""
