@@ -30,3 +30,12 @@ MAX_BISECTION_STEPS = 40
 
 A hard stop besides the tolerance: at :data:`MIN_SEARCH_TOLERANCE` even the
 widest finite bounds (1e-300 to 1e300) need 31 halvings."""
+
+MAX_TRACE_ROWS = 10_000_000
+"""Data rows read from one trace file.
+
+A source trace is read only up to the end of its slice (``start_s``,
+``duration_s``, ``max_requests``), so this bounds a file read whole: an
+``empirical`` length distribution, a lengths-only file, or a slice deep into
+a long file. Reading costs about 40 bytes a row once parsed and a few seconds
+per million rows, so the limit keeps a read under a minute and a GB."""

@@ -9,15 +9,23 @@ and what is allowed) or that the work stops early (a trace read stops at
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
+from simulator import load_scenario
 from simulator.cli import main as simulate_main
 from simulator.limits import MIN_SEARCH_TOLERANCE
 from simulator.sweeps import search
+from simulator.validate import validate_file
+from simulator.workload import build as workload_build
+from simulator.workload import trace_chunks, trace_readers
+from simulator.workload.spec import TraceSource
+from simulator.workload.trace_readers import TraceStop, load_trace, read_trace
 from tests.engine_fixtures import synthetic, write_scenario
 
 
@@ -65,3 +73,131 @@ def test_capacity_bisection_stops_after_a_bounded_number_of_probes(
     found = search.capacity("x.yaml", 0.9, low=0.1, high=10.0, tolerance=MIN_SEARCH_TOLERANCE)
     assert len(found.probes) == 2 + 5
     assert found.best is not None and found.best.arrival_scale < 1.0
+
+
+# -- traces: read in chunks, stopping at the end of the slice ------------------
+def _jsonl_trace(path: Path, rows: int, tail: str = "") -> Path:
+    lines = [
+        f'{{"arrival_s": {0.01 * i:.2f}, "prompt_tokens": {100 + i % 7}, "output_tokens": 10}}\n'
+        for i in range(rows)
+    ]
+    path.write_text("".join(lines) + tail)
+    return path
+
+
+def test_a_long_trace_is_read_only_up_to_max_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """30,000 lines (the 10-million-line case scaled down) whose malformed tail is never reached."""
+    monkeypatch.setattr(trace_chunks, "CHUNK_ROWS", 1000)
+    _jsonl_trace(tmp_path / "trace.jsonl", 30_000, tail="not json\n" + "x" * (2**21) + "\n")
+    workload = {
+        "source": "trace://trace.jsonl",
+        "max_requests": 100,
+        "slo": {"ttft_ms": 100, "tpot_ms": 10},
+    }
+    path = write_scenario(tmp_path, mode="none", workload=workload)
+    started = time.perf_counter()
+    scenario = load_scenario(path)
+    assert time.perf_counter() - started < 5
+    spec = scenario.workload
+    assert isinstance(spec.source, TraceSource)
+    assert len(spec.source.trace) == 100
+    assert spec.source.trace.row_of(99) == 100
+    without_stop, issues = load_trace(tmp_path / "trace.jsonl")
+    assert without_stop is None
+    assert any("too long" in issue.format() for issue in issues)
+
+
+SLICES = [
+    TraceStop(0.0, None, 5),
+    TraceStop(0.25, 0.5, None),
+    TraceStop(0.25, 0.5, 3),
+    TraceStop(0.3, None, 1),
+    TraceStop(2.0, None, 4),
+    TraceStop(0.0, 0.0001, 2),
+]
+
+
+@pytest.mark.parametrize("stop", SLICES, ids=str)
+@pytest.mark.parametrize("kind", ["jsonl", "azure"])
+def test_a_slice_read_early_equals_the_slice_of_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: TraceStop, kind: str
+) -> None:
+    monkeypatch.setattr(trace_chunks, "CHUNK_ROWS", 4)
+    if kind == "jsonl":
+        path = _jsonl_trace(tmp_path / "t.jsonl", 100)
+    else:
+        path = tmp_path / "t.csv"
+        rows = [f"2023-11-16 18:15:{i // 10:02d}.{i % 10}000000,{i % 3},10" for i in range(100)]
+        path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    whole = read_trace(path)
+    early = read_trace(path, stop=stop)
+    assert len(early) < len(whole) or stop.start_s >= 2.0
+    end = None if stop.end_s is None else stop.end_s - stop.start_s
+    expected = whole.window(stop.start_s, end, stop.max_rows)
+    got = early.window(stop.start_s, end, stop.max_rows)
+    for name in ("prompt_tokens", "output_tokens", "arrival_s", "source_rows"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+    assert whole.dropped_rows >= early.dropped_rows
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
+def test_chunked_reading_gives_the_whole_file_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    path = tmp_path / f"t.{suffix}"
+    if suffix == "jsonl":
+        gold = ', "slo_class": "gold"'
+        lines = [
+            f'{{"arrival_s": {i}, "prompt_tokens": 5, "output_tokens": 2{gold if i > 6 else ""}}}'
+            for i in range(20)
+        ]
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        lines = [f"{i},5,2,{'gold' if i % 2 else ''}" for i in range(20)]
+        path.write_text("arrival_s,prompt_tokens,output_tokens,slo_class\n" + "\n".join(lines))
+    whole = read_trace(path)
+    monkeypatch.setattr(trace_chunks, "CHUNK_ROWS", 3)
+    chunked = read_trace(path)
+    for name in ("prompt_tokens", "output_tokens", "arrival_s", "slo_class", "source_rows"):
+        assert np.array_equal(getattr(chunked, name), getattr(whole, name)), name
+
+
+def test_arrivals_going_backwards_across_chunks_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_chunks, "CHUNK_ROWS", 3)
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,5,2\n1,5,2\n2,5,2\n1.5,5,2\n3,5,2\n")
+    table, issues = load_trace(path)
+    assert table is None
+    (issue,) = issues
+    assert issue.key_path == "row 4, column arrival_s"
+    assert "row 3" in issue.allowed and "backwards" in issue.problem
+
+
+def test_a_trace_longer_than_the_row_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_readers, "MAX_TRACE_ROWS", 50)
+    monkeypatch.setattr(trace_chunks, "CHUNK_ROWS", 8)
+    path = _jsonl_trace(tmp_path / "t.jsonl", 100)
+    table, issues = load_trace(path)
+    assert table is None
+    (issue,) = issues
+    assert "more than 50 data rows" in issue.format() and "trace too long" in issue.problem
+    assert read_trace(path, stop=TraceStop(0.0, None, 40)).row_of(39) == 40
+
+
+def test_a_slice_of_more_requests_than_a_run_holds_is_refused_while_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workload_build, "MAX_REQUESTS", 30)
+    _jsonl_trace(tmp_path / "trace.jsonl", 100)
+    workload = {"source": "trace://trace.jsonl", "slo": {"ttft_ms": 100, "tpot_ms": 10}}
+    verdict = validate_file(write_scenario(tmp_path, mode="none", workload=workload))
+    assert verdict.error is not None
+    (line,) = [issue.format() for issue in verdict.error.issues]
+    assert "workload.max_requests" in line and "more than 30 requests" in line
+    assert "set workload.max_requests" in line
