@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from simulator import load_scenario
@@ -201,3 +202,31 @@ def test_a_slice_of_more_requests_than_a_run_holds_is_refused_while_reading(
     (line,) = [issue.format() for issue in verdict.error.issues]
     assert "workload.max_requests" in line and "more than 30 requests" in line
     assert "set workload.max_requests" in line
+
+
+# -- LUT values ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("column", "value", "allowed"),
+    [
+        ("latency_ms", 1e308, "a finite number >= 0 and <= 1e+09"),
+        ("energy_mj", 1e300, "a finite number >= 0 and <= 1e+14"),
+        ("kv_delta_mb", 1e20, "a finite number >= 0 and <= 1e+09"),
+    ],
+)
+def test_lut_values_beyond_their_plausible_range_are_refused(
+    tmp_path: Path, column: str, value: float, allowed: str
+) -> None:
+    path = write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 100, 10))
+    lut = tmp_path / "target.csv"
+    frame = pd.read_csv(lut)
+    frame[column] = frame[column].astype(float)
+    frame.loc[0, column] = value
+    frame.to_csv(lut, index=False)
+    verdict = validate_file(path)
+    assert verdict.error is not None
+    lines = [issue.format() for issue in verdict.error.issues]
+    assert any(
+        "target.csv" in line and f"row 2, column {column}" in line and "too large" in line
+        for line in lines
+    ), lines
+    assert any(allowed in line for line in lines), lines
