@@ -67,3 +67,39 @@ LUT_MAXIMA: dict[str, float] = {
     "kv_delta_mb": MAX_LUT_MEMORY_MB,
 }
 """The number columns of a LUT with an upper bound (whole-number columns: :data:`MAX_LUT_WHOLE_NUMBER`)."""
+
+MAX_PLANNER_CANDIDATES = 1_024
+"""Candidates of the online planner: the product of the lengths of the
+``planner.candidates`` lists. With ``search: grid`` each one is a what-if
+window (a short run) every round."""
+
+MIN_PLANNER_INTERVAL_S = 1.0
+"""Smallest ``planner.interval_s``. Replicas load in seconds to minutes and a
+round's statistics come from the arrivals of the last ``window_s``: rounds
+more often than once a simulated second only repeat work (every round runs a
+window per candidate, also after the last arrival while requests are left)."""
+
+MAX_PLANNER_WINDOW_RATIO = 100
+"""Largest ``planner.window_s`` as a multiple of ``planner.interval_s``: each
+round replays the arrivals of the last ``window_s`` seconds for every
+candidate, so each request is replayed about ``window_s / interval_s`` times
+per candidate."""
+
+MAX_PLANNER_WINDOWS = 20_000
+"""What-if windows per run: rounds (the arrivals' span, up to
+``simulation.until_s``, over ``interval_s``) times the windows of a round. A
+window is a short run of tens of milliseconds, so the planner's work stays
+within minutes. Checked when the run's requests are made, before it starts."""
+
+MAX_CLOSED_LOOP_USERS = MAX_REQUESTS
+"""``workload.closed_loop.users``: each user holds at most one request, and a
+run holds at most :data:`MAX_REQUESTS`; every user is scheduled at the start."""
+
+MAX_SWEEP_POINTS = 1_000
+"""Points of a sweep (the product of a grid's axis lengths, or the ``points``
+listed). Every point is loaded and checked before any runs (about 0.1 s
+each), then run: a larger study is several sweeps."""
+
+MAX_PLAN_CONFIGURATIONS = 256
+"""Configurations of a plan space (the product of its axis lengths). Each is
+a capacity search of up to :data:`MAX_BISECTION_STEPS` + 2 runs."""

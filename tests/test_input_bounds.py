@@ -18,10 +18,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator import load_scenario
+from simulator import load_scenario, run
 from simulator.cli import main as simulate_main
+from simulator.errors import InputError
 from simulator.limits import MIN_SEARCH_TOLERANCE
+from simulator.planner.candidates import enumerate_candidates
+from simulator.scenario import planner_bounds
 from simulator.sweeps import search
+from simulator.sweeps.plan_space import load_plan_space
+from simulator.sweeps.spec import load_sweep
 from simulator.validate import validate_file
 from simulator.workload import build as workload_build
 from simulator.workload import trace_chunks, trace_readers
@@ -230,3 +235,133 @@ def test_lut_values_beyond_their_plausible_range_are_refused(
         for line in lines
     ), lines
     assert any(allowed in line for line in lines), lines
+
+
+# -- online planner ----------------------------------------------------------------
+def _planner(**changes: Any) -> dict[str, Any]:
+    planner: dict[str, Any] = {
+        "enabled": True,
+        "interval_s": 10,
+        "window_s": 10,
+        "model_load_s": 2.0,
+        "candidates": {"verify_replicas": [1, 2]},
+    }
+    planner.update(changes)
+    return planner
+
+
+def _planner_scenario(tmp_path: Path, **changes: Any) -> Path:
+    return write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(5, 1.0, 100, 10),
+        extra={"planner": _planner(**changes)},
+    )
+
+
+PLANNER_CASES = {
+    "10,000 candidates": (
+        {"candidates": {"verify_replicas": list(range(1, 101)), "max_batch": list(range(1, 101))}},
+        "planner.candidates",
+        "100 x 100 = 10,000 candidates",
+        "at most 1,024 candidates",
+    ),
+    "interval_s 1e-6": ({"interval_s": 1e-6}, "planner.interval_s", "1e-06", ">= 1 s"),
+    "window_s 1e9": ({"window_s": 1e9}, "planner.window_s", "1000000000", "<= 100 x"),
+    "a candidate of 1,000,000 replicas": (
+        {"candidates": {"verify_replicas": [1, 1_000_000]}},
+        "planner.candidates.verify_replicas",
+        "1000000",
+        "at most 4,096 target replicas",
+    ),
+    "a candidate of 5,000 replicas": (
+        {"candidates": {"verify_replicas": [5_000]}},
+        "planner.candidates.verify_replicas",
+        "5000",
+        "at most 4,096 target replicas",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PLANNER_CASES))
+def test_planner_settings_beyond_their_bounds_are_refused_on_load(
+    tmp_path: Path, name: str
+) -> None:
+    changes, key, value, allowed = PLANNER_CASES[name]
+    verdict = validate_file(_planner_scenario(tmp_path, **changes))
+    assert verdict.error is not None
+    lines = [issue.format() for issue in verdict.error.issues]
+    assert any(
+        "scenario.yaml" in line and key + ":" in line and value in line and allowed in line
+        for line in lines
+    ), lines
+
+
+def test_a_run_whose_planner_would_run_too_many_windows_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planner_bounds, "MAX_PLANNER_WINDOWS", 5)
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(40, 1.0, 100, 10),
+        extra={"planner": _planner(interval_s=1, window_s=1)},
+    )
+    monkeypatch.setattr("simulator.runner.Engine", _fail_if_run)
+    with pytest.raises(InputError) as caught:
+        run(load_scenario(path, overrides=["simulation.lut_out_of_range=clamp"]))
+    (issue,) = caught.value.issues
+    assert issue.key_path == "planner.interval_s"
+    assert "what-if windows" in issue.problem and "at most 5 windows per run" in issue.allowed
+
+
+def test_planner_candidates_are_enumerated_in_linear_time() -> None:
+    values = {"verify_replicas": list(range(1, 33)), "max_batch": list(range(1, 33))}
+    started = time.perf_counter()
+    assert len(enumerate_candidates({k: [*v, *v] for k, v in values.items()})) == 32 * 32
+    assert time.perf_counter() - started < 1
+
+
+# -- closed loop ----------------------------------------------------------------------
+def test_a_billion_closed_loop_users_are_refused(tmp_path: Path) -> None:
+    workload = synthetic(5, 1.0, 100, 10)
+    del workload["synthetic"]["arrival"]
+    workload["closed_loop"] = {"users": 1_000_000_000, "think_time_s": 0}
+    verdict = validate_file(write_scenario(tmp_path, mode="none", workload=workload))
+    assert verdict.error is not None
+    (line,) = [issue.format() for issue in verdict.error.issues]
+    assert "workload.closed_loop.users" in line and "1000000000" in line
+    assert "at most 1,000,000 users" in line
+
+
+# -- sweeps and plan spaces ---------------------------------------------------------
+def test_a_1000_by_1000_sweep_grid_is_refused_before_any_point_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 100, 10))
+    grid = {
+        "seed": list(range(1000)),
+        "workload.arrival_scale": [1 + i / 1000 for i in range(1000)],
+    }
+    monkeypatch.setattr("simulator.sweeps.spec.load_scenario", _fail_if_run)
+    with pytest.raises(InputError) as caught:
+        load_sweep({"scenario": str(tmp_path / "scenario.yaml"), "grid": grid})
+    (issue,) = caught.value.issues
+    assert issue.key_path == "grid" and "1000 x 1000 = 1,000,000 points" in issue.value
+    assert "at most 1,000 points" in issue.allowed
+
+
+def test_a_plan_space_of_too_many_configurations_is_refused_before_any_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_scenario(tmp_path, mode="distributed", workload=synthetic(3, 1.0, 100, 10))
+    space = {
+        "scenario": str(tmp_path / "scenario.yaml"),
+        "pools": {"pool": {"replicas": list(range(1, 31))}},
+        "speculation": {"k": list(range(1, 11))},
+    }
+    monkeypatch.setattr("simulator.sweeps.spec.load_scenario", _fail_if_run)
+    with pytest.raises(InputError) as caught:
+        load_plan_space(space)
+    (issue,) = caught.value.issues
+    assert "300 configurations" in issue.value and "at most 256 configurations" in issue.allowed

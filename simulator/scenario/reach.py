@@ -39,6 +39,7 @@ from simulator.limits import MAX_REQUESTS
 from simulator.lut import LutGrid, LutKey
 from simulator.rng import RandomStreams
 from simulator.scenario.model import DeviceClass, ModelSpec, Scenario
+from simulator.scenario.planner_bounds import planner_window_issues
 from simulator.workload import RequestTable, SyntheticSource, generate_requests
 
 FIX = "or set simulation.lut_out_of_range: clamp or extrapolate"
@@ -56,7 +57,8 @@ def build_requests(scenario: Scenario) -> RequestTable:
 
     Raises:
         InputError: The workload has more requests than a run may hold
-            (:data:`simulator.limits.MAX_REQUESTS`).
+            (:data:`simulator.limits.MAX_REQUESTS`), or its planner would run
+            more what-if windows (:data:`simulator.limits.MAX_PLANNER_WINDOWS`).
     """
     streams = RandomStreams(scenario.seed)
     clients = [(d.id, d.count) for d in scenario.clients()]
@@ -74,6 +76,12 @@ def build_requests(scenario: Scenario) -> RequestTable:
                 )
             ]
         )
+    if len(table):
+        until_s = scenario.simulation.until_s
+        last_s = float(np.max(table.arrival_s))
+        issues = planner_window_issues(scenario.source_file, scenario.planner, last_s, until_s)
+        if issues:
+            raise InputError(issues)
     return table
 
 

@@ -18,7 +18,7 @@ from simulator.builtin_data import ALLOWED as ALLOWED_BUILTIN
 from simulator.builtin_data import unknown_builtin
 from simulator.errors import Issue, make_issue
 from simulator.input_files import file_problem
-from simulator.limits import MAX_REQUESTS
+from simulator.limits import MAX_CLOSED_LOOP_USERS, MAX_REQUESTS
 from simulator.loading import fill_defaults, load_packaged_schema, resolve_path, schema_issues
 from simulator.workload.arrivals import (
     ArrivalProcess,
@@ -243,6 +243,14 @@ class _Builder:
             if isinstance(think, Mapping)
             else FixedThinkTime(float(think))
         )
+        if int(raw["users"]) > MAX_CLOSED_LOOP_USERS:
+            self.issue(
+                "closed_loop.users",
+                raw["users"],
+                f"at most {MAX_CLOSED_LOOP_USERS:,} users (each holds at most one request, and "
+                "a run at most that many requests)",
+                "too many users",
+            )
         return ClosedLoop(int(raw["users"]), think_time)
 
     # -- sources -------------------------------------------------------------
