@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from simulator.errors import EXIT_INPUT_ERROR, InputError
+from simulator.errors import EXIT_INPUT_ERROR, EXIT_NON_FINITE_RESULT, InputError, NonFiniteResult
 
 EXIT_INTERRUPTED = 130
 """Process exit code after Ctrl-C (128 + SIGINT), as shells report it."""
@@ -26,6 +26,9 @@ def run_guarded(entry: Callable[[], int]) -> int:
     except InputError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT_ERROR
+    except NonFiniteResult as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_NON_FINITE_RESULT
     except KeyboardInterrupt:
         print("\ninterrupted: no new results were written", file=sys.stderr)
         return EXIT_INTERRUPTED

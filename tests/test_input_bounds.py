@@ -9,6 +9,7 @@ and what is allowed) or that the work stops early (a trace read stops at
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,8 +21,10 @@ import pytest
 
 from simulator import load_scenario, run
 from simulator.cli import main as simulate_main
-from simulator.errors import InputError
+from simulator.cli_support import run_guarded
+from simulator.errors import EXIT_NON_FINITE_RESULT, InputError, NonFiniteResult
 from simulator.limits import MIN_SEARCH_TOLERANCE
+from simulator.outputs import write_results
 from simulator.planner.candidates import enumerate_candidates
 from simulator.scenario import planner_bounds
 from simulator.sweeps import search
@@ -365,3 +368,28 @@ def test_a_plan_space_of_too_many_configurations_is_refused_before_any_is_loaded
         load_plan_space(space)
     (issue,) = caught.value.issues
     assert "300 configurations" in issue.value and "at most 256 configurations" in issue.allowed
+
+
+# -- no non-finite number reaches an output file --------------------------------------
+@pytest.mark.parametrize("where", ["requests", "timeseries", "summary"])
+def test_a_non_finite_result_is_refused_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    result = run(
+        load_scenario(write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 100, 10)))
+    )
+    if where == "summary":
+        result.summary["latency_ms"]["tpot"]["p99"] = math.inf
+        expected = "summary.json: latency_ms.tpot.p99 is inf"
+    else:
+        frame = getattr(result, where)
+        column = frame.select_dtypes(include="float").columns[-1]
+        frame.loc[frame.index[1], column] = -math.inf
+        expected = f"{where}.csv: column {column}, row 2 is -inf"
+    out = tmp_path / "out"
+    with pytest.raises(NonFiniteResult) as caught:
+        write_results(result, out)
+    assert expected in str(caught.value)
+    assert not out.exists()
+    assert run_guarded(lambda: write_results(result, out) and 0) == EXIT_NON_FINITE_RESULT
+    assert expected in capsys.readouterr().err
