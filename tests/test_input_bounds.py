@@ -393,3 +393,20 @@ def test_a_non_finite_result_is_refused_and_nothing_is_written(
     assert not out.exists()
     assert run_guarded(lambda: write_results(result, out) and 0) == EXIT_NON_FINITE_RESULT
     assert expected in capsys.readouterr().err
+
+
+def test_a_jsonl_key_first_given_after_the_first_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_chunks, "CHUNK_ROWS", 2)
+    path = tmp_path / "t.jsonl"
+    rows = ['{"prompt_tokens": 5, "output_tokens": 2}'] * 3
+    path.write_text(
+        "\n".join([*rows, '{"prompt_tokens": 5, "output_tokens": 2, "arrival_s": null}'])
+    )
+    assert len(read_trace(path)) == 4
+    path.write_text("\n".join([*rows, '{"prompt_tokens": 5, "output_tokens": 2, "arrival_s": 7}']))
+    table, issues = load_trace(path)
+    assert table is None
+    (issue,) = issues
+    assert issue.key_path == "row 4, column arrival_s" and "some records only" in issue.problem

@@ -368,7 +368,10 @@ class _Reader:
             if name in GENERIC_NAME_COLUMNS and self.layout.generic:
                 self.columns.append(name)
             elif name == self.layout.time_column:
-                index = int(np.flatnonzero(cells.notna().to_numpy())[0])
+                given = np.flatnonzero(cells.notna().to_numpy())
+                if not given.size:
+                    continue  # null in every record of the chunk: as if the key were absent
+                index = int(given[0])
                 pending.add(
                     int(raw.rows[index]),
                     name,
