@@ -410,3 +410,16 @@ def test_a_jsonl_key_first_given_after_the_first_chunk(
     assert table is None
     (issue,) = issues
     assert issue.key_path == "row 4, column arrival_s" and "some records only" in issue.problem
+
+
+def test_a_long_csv_trace_is_read_only_up_to_the_end_of_its_slice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 10-million-row CSV case scaled down: a malformed tail after the slice is never parsed."""
+    monkeypatch.setattr(trace_chunks, "CHUNK_ROWS", 1000)
+    rows = "".join(f"{0.01 * i:.2f},100,10\n" for i in range(30_000))
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows + "1,2,3,4\nx,y\n")
+    table = read_trace(path, stop=TraceStop(1.0, 2.0, None))
+    assert table.row_of(len(table) - 1) == 201  # the first row at or after the slice's end
+    assert load_trace(path)[0] is None
