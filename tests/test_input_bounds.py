@@ -423,3 +423,24 @@ def test_a_long_csv_trace_is_read_only_up_to_the_end_of_its_slice(
     table = read_trace(path, stop=TraceStop(1.0, 2.0, None))
     assert table.row_of(len(table) - 1) == 201  # the first row at or after the slice's end
     assert load_trace(path)[0] is None
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_a_line_too_long_is_found_where_it_is_as_it_is_read(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"t.{suffix}"
+    if suffix == "csv":
+        head = "arrival_s,prompt_tokens,output_tokens\n" + "".join(
+            f"{i},5,2\n" for i in range(3000)
+        )
+    else:
+        head = "".join(
+            f'{{"arrival_s": {i}, "prompt_tokens": 5, "output_tokens": 2}}\n' for i in range(3000)
+        )
+    long_line = "9" * (2**20 + 10) + "\n"
+    path.write_text(head + long_line + "1,5,2\n")
+    table, issues = load_trace(path)
+    assert table is None
+    (issue,) = issues
+    number = 3002 if suffix == "csv" else 3001
+    assert issue.key_path == f"line {number}"
+    assert issue.problem == f"line of {len(long_line)} bytes is too long"

@@ -132,22 +132,42 @@ class _LineGuard(io.RawIOBase):
         return len(data)
 
     def _check(self, data: bytes) -> None:
+        if len(data) > MAX_TRACE_LINE_BYTES:
+            self._check_lines(data)
+            return
+        first = data.find(b"\n")
+        if first < 0:
+            self._extend(data)
+            return
+        # The block is at most a line's limit long, so only the lines it
+        # continues and starts can be too long, not those wholly inside it.
+        self._extend(data[: first + 1])
+        self._number += data.count(b"\n")
+        self._length = 0
+        self._start = b""
+        self._extend(data[data.rfind(b"\n") + 1 :])
+
+    def _check_lines(self, data: bytes) -> None:
+        """Check a block longer than a line may be, line by line."""
         start = 0
         while start < len(data):
             end = data.find(b"\n", start)
             stop = len(data) if end < 0 else end + 1
-            if len(self._start) < _QUOTED_BYTES:
-                self._start += data[start : min(stop, start + _QUOTED_BYTES - len(self._start))]
-            self._length += stop - start
-            if self._length > MAX_TRACE_LINE_BYTES:
-                last = data[stop - 1 : stop]
-                raise line_too_long(self._number, self._start + last, self._length, self._stream)
+            self._extend(data[start:stop])
             if end < 0:
                 return
             self._number += 1
             self._length = 0
             self._start = b""
             start = stop
+
+    def _extend(self, piece: bytes) -> None:
+        """Add ``piece`` to the current line; raise once the line is too long."""
+        if len(self._start) < _QUOTED_BYTES:
+            self._start += piece[: _QUOTED_BYTES - len(self._start)]
+        self._length += len(piece)
+        if self._length > MAX_TRACE_LINE_BYTES:
+            raise line_too_long(self._number, self._start + piece[-1:], self._length, self._stream)
 
 
 def csv_chunks(path: Path) -> Generator[RawChunk, None, None]:
