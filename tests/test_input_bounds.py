@@ -444,3 +444,24 @@ def test_a_line_too_long_is_found_where_it_is_as_it_is_read(tmp_path: Path, suff
     number = 3002 if suffix == "csv" else 3001
     assert issue.key_path == f"line {number}"
     assert issue.problem == f"line of {len(long_line)} bytes is too long"
+
+
+def test_an_arrival_scale_that_makes_arrival_times_overflow_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_scenario(tmp_path, mode="none", workload=synthetic(3, 1.0, 100, 10))
+    code = simulate_main(
+        [
+            "run",
+            str(path),
+            "-o",
+            str(tmp_path / "out"),
+            "-q",
+            "--set",
+            "workload.arrival_scale=1e-310",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "workload.arrival_scale" in err and "1e-310" in err and "arrival times overflow" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()

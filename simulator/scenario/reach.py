@@ -29,6 +29,7 @@ top of the context axis is never a problem.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from simulator.rng import RandomStreams
 from simulator.scenario.model import DeviceClass, ModelSpec, Scenario
 from simulator.scenario.planner_bounds import planner_window_issues
 from simulator.workload import RequestTable, SyntheticSource, generate_requests
+from simulator.workload.generate import ArrivalOverflowError
 
 FIX = "or set simulation.lut_out_of_range: clamp or extrapolate"
 """The other way out, appended to every ``allowed`` text."""
@@ -58,11 +60,26 @@ def build_requests(scenario: Scenario) -> RequestTable:
     Raises:
         InputError: The workload has more requests than a run may hold
             (:data:`simulator.limits.MAX_REQUESTS`), or its planner would run
-            more what-if windows (:data:`simulator.limits.MAX_PLANNER_WINDOWS`).
+            more what-if windows (:data:`simulator.limits.MAX_PLANNER_WINDOWS`),
+            or an arrival time divided by ``workload.arrival_scale`` is not finite.
     """
     streams = RandomStreams(scenario.seed)
     clients = [(d.id, d.count) for d in scenario.clients()]
-    table = generate_requests(scenario.workload, clients, streams)
+    try:
+        table = generate_requests(scenario.workload, clients, streams)
+    except ArrivalOverflowError as exc:
+        raise InputError(
+            [
+                make_issue(
+                    scenario.source_file,
+                    "workload.arrival_scale",
+                    exc.scale,
+                    f"a scale at which the last arrival ({exc.last_s:.6g} s) stays finite once "
+                    f"divided by it: > {exc.last_s / sys.float_info.max:.3g}",
+                    "arrival times overflow",
+                )
+            ]
+        ) from None
     if len(table) > MAX_REQUESTS:
         raise InputError(
             [

@@ -22,6 +22,21 @@ from simulator.workload.requests import RequestTable
 from simulator.workload.slo import DEFAULT_CLASS
 from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
 
+
+class ArrivalOverflowError(ValueError):
+    """Arrival times divided by ``arrival_scale`` overflow to ``inf``.
+
+    Attributes:
+        last_s: The latest arrival before scaling (seconds).
+        scale: The ``arrival_scale``.
+    """
+
+    def __init__(self, last_s: float, scale: float) -> None:
+        super().__init__(f"arrival {last_s:g} s / arrival_scale {scale:g} is not finite")
+        self.last_s = last_s
+        self.scale = scale
+
+
 PROMPT_SUBSTREAM = 0
 OUTPUT_SUBSTREAM = 1
 CLASS_SUBSTREAM = 2
@@ -111,6 +126,9 @@ def generate_requests(
             and then requests without an origin keep "".
         streams: The run's random streams (only ``arrivals``, ``lengths`` and
             ``origins`` are used).
+
+    Raises:
+        ArrivalOverflowError: An arrival time divided by ``arrival_scale`` is not finite.
     """
     if isinstance(spec.source, SyntheticSource):
         arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
@@ -118,8 +136,12 @@ def generate_requests(
     else:
         arrival, prompt, output, classes, origins = _trace(spec, spec.source, streams)
     origins = assign_origins(origins, spec.origin, client_classes, streams.get("origins"))
+    with np.errstate(over="ignore"):
+        scaled = arrival / spec.arrival_scale
+    if not np.isfinite(scaled).all():
+        raise ArrivalOverflowError(float(np.max(arrival)), spec.arrival_scale)
     return RequestTable(
-        arrival_s=arrival / spec.arrival_scale,
+        arrival_s=scaled,
         prompt_tokens=prompt,
         output_tokens=output,
         slo_class=classes,
