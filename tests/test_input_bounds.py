@@ -465,3 +465,52 @@ def test_an_arrival_scale_that_makes_arrival_times_overflow_is_refused(
     err = capsys.readouterr().err
     assert "workload.arrival_scale" in err and "1e-310" in err and "arrival times overflow" in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def _closed_loop(think: Any) -> dict[str, Any]:
+    workload = synthetic(5, 1.0, 100, 10)
+    del workload["synthetic"]["arrival"]
+    workload["closed_loop"] = {"users": 1, "think_time_s": think}
+    return workload
+
+
+OVERFLOWING: dict[str, tuple[dict[str, Any], str, str]] = {
+    "RTT 1e308 ms": (
+        {"link": {"src": "laptops", "dst": "pool", "rtt_ms": 1e308, "bw_mbps": 100}},
+        "network.links[0].rtt_ms",
+        "too large",
+    ),
+    "bandwidth 1e-300 Mbit/s": (
+        {"link": {"src": "laptops", "dst": "pool", "rtt_ms": 1, "bw_mbps": 1e-300}},
+        "network.links[0].bw_mbps",
+        "too small",
+    ),
+    "think time 1e308 s": (
+        {"workload": _closed_loop(1e308)},
+        "workload.closed_loop.think_time_s",
+        "too large",
+    ),
+    "mean think time 1e308 s": (
+        {"workload": _closed_loop({"dist": "exponential", "mean_s": 1e308})},
+        "workload.closed_loop.think_time_s.mean_s",
+        "too large",
+    ),
+    "arrival rate 1e-308 per s": (
+        {"workload": {**synthetic(5, 1e-308, 100, 10)}},
+        "workload.synthetic.arrival",
+        "arrival times overflow",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(OVERFLOWING))
+def test_inputs_that_would_make_a_time_overflow_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    settings, key, problem = OVERFLOWING[name]
+    settings = {"workload": synthetic(5, 1.0, 100, 10), **settings}
+    path = write_scenario(tmp_path, mode="distributed", **settings)
+    assert simulate_main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{key}: {problem}" in err, err
+    assert not (tmp_path / "out").exists()

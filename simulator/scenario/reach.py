@@ -29,6 +29,7 @@ top of the context axis is never a problem.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,18 +69,25 @@ def build_requests(scenario: Scenario) -> RequestTable:
     try:
         table = generate_requests(scenario.workload, clients, streams)
     except ArrivalOverflowError as exc:
-        raise InputError(
-            [
-                make_issue(
-                    scenario.source_file,
-                    "workload.arrival_scale",
-                    exc.scale,
-                    f"a scale at which the last arrival ({exc.last_s:.6g} s) stays finite once "
-                    f"divided by it: > {exc.last_s / sys.float_info.max:.3g}",
-                    "arrival times overflow",
-                )
-            ]
-        ) from None
+        if not math.isfinite(exc.last_s):
+            issue = make_issue(
+                scenario.source_file,
+                "workload.synthetic.arrival",
+                repr(getattr(scenario.workload.source, "arrival", None)),
+                "an arrival process whose arrival times stay finite numbers of seconds (a higher "
+                "rate_per_s, a shorter off_s)",
+                "arrival times overflow",
+            )
+        else:
+            issue = make_issue(
+                scenario.source_file,
+                "workload.arrival_scale",
+                exc.scale,
+                f"a scale at which the last arrival ({exc.last_s:.6g} s) stays finite once "
+                f"divided by it: > {exc.last_s / sys.float_info.max:.3g}",
+                "arrival times overflow",
+            )
+        raise InputError([issue]) from None
     if len(table) > MAX_REQUESTS:
         raise InputError(
             [

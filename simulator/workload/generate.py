@@ -9,6 +9,7 @@ distribution leaves arrivals, prompt lengths and origins unchanged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,7 +28,8 @@ class ArrivalOverflowError(ValueError):
     """Arrival times divided by ``arrival_scale`` overflow to ``inf``.
 
     Attributes:
-        last_s: The latest arrival before scaling (seconds).
+        last_s: The latest arrival before scaling (seconds; ``inf`` when the
+            arrival process itself overflowed).
         scale: The ``arrival_scale``.
     """
 
@@ -131,7 +133,8 @@ def generate_requests(
         ArrivalOverflowError: An arrival time divided by ``arrival_scale`` is not finite.
     """
     if isinstance(spec.source, SyntheticSource):
-        arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
+        with np.errstate(over="ignore"):  # an overflow is refused below
+            arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
         origins = text_array("", len(arrival))
     else:
         arrival, prompt, output, classes, origins = _trace(spec, spec.source, streams)
@@ -139,7 +142,8 @@ def generate_requests(
     with np.errstate(over="ignore"):
         scaled = arrival / spec.arrival_scale
     if not np.isfinite(scaled).all():
-        raise ArrivalOverflowError(float(np.max(arrival)), spec.arrival_scale)
+        last_s = float(np.max(arrival)) if np.isfinite(arrival).all() else math.inf
+        raise ArrivalOverflowError(last_s, spec.arrival_scale)
     return RequestTable(
         arrival_s=scaled,
         prompt_tokens=prompt,
