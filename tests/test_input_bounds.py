@@ -204,12 +204,17 @@ def test_a_slice_of_more_requests_than_a_run_holds_is_refused_while_reading(
 ) -> None:
     monkeypatch.setattr(workload_build, "MAX_REQUESTS", 30)
     _jsonl_trace(tmp_path / "trace.jsonl", 100)
-    workload = {"source": "trace://trace.jsonl", "slo": {"ttft_ms": 100, "tpot_ms": 10}}
-    verdict = validate_file(write_scenario(tmp_path, mode="none", workload=workload))
-    assert verdict.error is not None
-    (line,) = [issue.format() for issue in verdict.error.issues]
-    assert "workload.max_requests" in line and "more than 30 requests" in line
-    assert "set workload.max_requests" in line
+    for count in (None, 50):
+        workload = {
+            "source": "trace://trace.jsonl",
+            "max_requests": count,
+            "slo": {"ttft_ms": 100, "tpot_ms": 10},
+        }
+        verdict = validate_file(write_scenario(tmp_path, mode="none", workload=workload))
+        assert verdict.error is not None
+        (line,) = [issue.format() for issue in verdict.error.issues]
+        assert "workload.max_requests" in line and "more than 30 requests" in line
+        assert "set workload.max_requests" in line
 
 
 # -- LUT values ------------------------------------------------------------------

@@ -341,11 +341,8 @@ class _Builder:
         count = self.doc["max_requests"]
         # Read only up to the end of the slice; without max_requests, one row
         # more than a run may hold is enough to refuse the slice.
-        stop = TraceStop(
-            start,
-            None if duration is None else start + float(duration),
-            MAX_REQUESTS + 1 if count is None else min(int(count), MAX_REQUESTS + 1),
-        )
+        cap = MAX_REQUESTS + 1 if count is None else min(int(count), MAX_REQUESTS + 1)
+        stop = TraceStop(start, None if duration is None else start + float(duration), cap)
         table = self.trace(name, str(self.doc["format"]), "source", stop)
         if table is None:
             return None
@@ -378,7 +375,7 @@ class _Builder:
                 f"no request arrives in [{start:g}, {end:g}) s of the trace",
             )
             return None
-        if count is None and len(source.sliced(MAX_REQUESTS + 1)) > MAX_REQUESTS:
+        if len(source.sliced(cap)) > MAX_REQUESTS:
             self.issue(
                 "max_requests",
                 count,
