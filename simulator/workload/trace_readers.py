@@ -69,7 +69,8 @@ class TraceStop:
     the first kept row's arrival, as :meth:`TraceTable.window` slices), the
     first ``max_rows`` of them. Arrivals are non-decreasing, so the reader
     stops after the ``max_rows``-th row of the slice or at the first row at
-    or after ``end_s``; later rows are neither read nor checked.
+    or after ``end_s``; later rows are not checked, and only the rest of
+    their chunk is read.
 
     Attributes:
         start_s: Slice start.
@@ -510,8 +511,8 @@ def load_trace(
 ) -> tuple[TraceTable | None, list[Issue]]:
     """Read a trace file, returning the table or every problem found.
 
-    The file is read in chunks of rows. With ``stop``, reading ends once the
-    slice's rows are all read (rows after them are neither read nor checked);
+    The file is read in chunks of rows. With ``stop``, reading ends with the
+    chunk holding the slice's last row (rows after it are not checked);
     otherwise to the end of the file. Either way at most
     :data:`~simulator.limits.MAX_TRACE_ROWS` rows are read.
 
