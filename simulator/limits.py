@@ -22,6 +22,13 @@ MAX_TARGET_REPLICAS = 4_096
 MAX_DEVICE_COUNT = 1_000_000_000
 """``hardware_profiles[].count`` of one class (client devices are made only when used)."""
 
+MAX_ARRIVAL_S = 1e15
+"""Latest arrival time of a run, after slicing and ``arrival_scale`` (about 32 million years).
+
+Far beyond any trace or study, and small enough that every total a run forms
+from it (GPU-hours of 4,096 replicas, idle energy at a megawatt, a price of a
+million dollars an hour) stays a finite number."""
+
 MIN_SEARCH_TOLERANCE = 1e-6
 """Smallest ``--tolerance`` of the capacity bisection (``simulate capacity``, ``simulate plan``).
 

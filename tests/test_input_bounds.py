@@ -24,6 +24,7 @@ from simulator.cli import main as simulate_main
 from simulator.cli_support import run_guarded
 from simulator.errors import EXIT_NON_FINITE_RESULT, InputError, NonFiniteResult
 from simulator.limits import MIN_SEARCH_TOLERANCE
+from simulator.metrics import summary as summary_module
 from simulator.outputs import write_results
 from simulator.planner.candidates import enumerate_candidates
 from simulator.scenario import planner_bounds
@@ -468,7 +469,11 @@ def test_an_arrival_scale_that_makes_arrival_times_overflow_is_refused(
     )
     assert code == 2
     err = capsys.readouterr().err
-    assert "workload.arrival_scale" in err and "1e-310" in err and "arrival times overflow" in err
+    assert (
+        "workload.arrival_scale" in err
+        and "1e-310" in err
+        and "arrival times too late once scaled" in err
+    )
     assert "Traceback" not in err and not (tmp_path / "out").exists()
 
 
@@ -503,7 +508,7 @@ OVERFLOWING: dict[str, tuple[dict[str, Any], str, str]] = {
     "arrival rate 1e-308 per s": (
         {"workload": {**synthetic(5, 1e-308, 100, 10)}},
         "workload.synthetic.arrival",
-        "arrival times overflow",
+        "arrival times too late",
     ),
 }
 
@@ -519,3 +524,51 @@ def test_inputs_that_would_make_a_time_overflow_are_refused(
     err = capsys.readouterr().err
     assert f"{key}: {problem}" in err, err
     assert not (tmp_path / "out").exists()
+
+
+LATE_OR_COSTLY: dict[str, tuple[Any, str, str]] = {
+    "a trace gap of 1e300 s": (
+        "trace",
+        "workload.duration_s",
+        "the slice's last arrival is at 1e+300 s",
+    ),
+    "until_s 1e308": ({"simulation.until_s": 1e308}, "simulation.until_s", "too large"),
+    "a price of 1e308 per hour": (
+        "hardware_profiles.1.usd_per_hour=1e308",
+        "hardware_profiles[1].usd_per_hour",
+        "too large",
+    ),
+    "electricity at 1e308 per kWh": (
+        {"metrics.electricity_usd_per_kwh": 1e308},
+        "metrics.electricity_usd_per_kwh",
+        "too large",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LATE_OR_COSTLY))
+def test_times_and_prices_whose_totals_would_overflow_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    extra, key, problem = LATE_OR_COSTLY[name]
+    workload = synthetic(5, 1.0, 100, 10)
+    options = []
+    if isinstance(extra, str) and extra != "trace":
+        options, extra = ["--set", extra], {}
+    if extra == "trace":
+        (tmp_path / "trace.csv").write_text(
+            "arrival_s,prompt_tokens,output_tokens\n0,100,10\n1e300,100,10\n"
+        )
+        workload = {"source": "trace://trace.csv", "slo": {"ttft_ms": 100, "tpot_ms": 10}}
+        extra = {}
+    path = write_scenario(tmp_path, mode="distributed", workload=workload, extra=extra)
+    assert simulate_main(["run", str(path), "-o", str(tmp_path / "out"), "-q", *options]) == 2
+    err = capsys.readouterr().err
+    assert f"{key}: " in err and problem in err, err
+
+
+def test_an_infinite_summary_value_is_an_error_not_null() -> None:
+    with pytest.raises(NonFiniteResult) as caught:
+        summary_module._clean({"energy": {"total_j": math.inf}, "latency": [1.0, math.nan]})
+    assert "summary.json: energy.total_j is inf" in str(caught.value)
+    assert summary_module._clean({"latency": [1.0, math.nan]}) == {"latency": [1.0, None]}

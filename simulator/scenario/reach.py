@@ -29,15 +29,13 @@ top of the context axis is never a problem.
 
 from __future__ import annotations
 
-import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from simulator.errors import InputError, Issue, make_issue
-from simulator.limits import MAX_REQUESTS
+from simulator.limits import MAX_ARRIVAL_S, MAX_REQUESTS
 from simulator.lut import LutGrid, LutKey
 from simulator.rng import RandomStreams
 from simulator.scenario.model import DeviceClass, ModelSpec, Scenario
@@ -69,23 +67,33 @@ def build_requests(scenario: Scenario) -> RequestTable:
     try:
         table = generate_requests(scenario.workload, clients, streams)
     except ArrivalOverflowError as exc:
-        if not math.isfinite(exc.last_s):
-            issue = make_issue(
-                scenario.source_file,
-                "workload.synthetic.arrival",
-                repr(getattr(scenario.workload.source, "arrival", None)),
-                "an arrival process whose arrival times stay finite numbers of seconds (a higher "
-                "rate_per_s, a shorter off_s)",
-                "arrival times overflow",
-            )
-        else:
+        source = scenario.workload.source
+        late = f"arrival times up to {MAX_ARRIVAL_S:g} s (the latest a run may have)"
+        if exc.last_s <= MAX_ARRIVAL_S:
             issue = make_issue(
                 scenario.source_file,
                 "workload.arrival_scale",
                 exc.scale,
-                f"a scale at which the last arrival ({exc.last_s:.6g} s) stays finite once "
-                f"divided by it: > {exc.last_s / sys.float_info.max:.3g}",
-                "arrival times overflow",
+                f">= {exc.last_s / MAX_ARRIVAL_S:.3g}: {late}; the last arrival is at "
+                f"{exc.last_s:.6g} s before scaling",
+                "arrival times too late once scaled",
+            )
+        elif isinstance(source, SyntheticSource):
+            issue = make_issue(
+                scenario.source_file,
+                "workload.synthetic.arrival",
+                repr(source.arrival),
+                f"an arrival process giving {late}: a higher rate_per_s, a shorter off_s",
+                "arrival times too late",
+            )
+        else:
+            issue = make_issue(
+                scenario.source_file,
+                "workload.duration_s",
+                getattr(source, "duration_s", None),
+                f"a trace slice whose arrivals span at most {MAX_ARRIVAL_S:g} s (set duration_s "
+                "or max_requests)",
+                f"the slice's last arrival is at {exc.last_s:.6g} s",
             )
         raise InputError([issue]) from None
     if len(table) > MAX_REQUESTS:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simulator.limits import MAX_ARRIVAL_S
 from simulator.rng import RandomStreams
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
 from simulator.workload.arrivals import sample_arrivals
@@ -25,7 +26,7 @@ from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
 
 
 class ArrivalOverflowError(ValueError):
-    """Arrival times divided by ``arrival_scale`` overflow to ``inf``.
+    """Arrival times divided by ``arrival_scale`` pass :data:`~simulator.limits.MAX_ARRIVAL_S`.
 
     Attributes:
         last_s: The latest arrival before scaling (seconds; ``inf`` when the
@@ -130,7 +131,8 @@ def generate_requests(
             ``origins`` are used).
 
     Raises:
-        ArrivalOverflowError: An arrival time divided by ``arrival_scale`` is not finite.
+        ArrivalOverflowError: An arrival time divided by ``arrival_scale`` is later
+            than :data:`~simulator.limits.MAX_ARRIVAL_S` (or not finite).
     """
     if isinstance(spec.source, SyntheticSource):
         with np.errstate(over="ignore"):  # an overflow is refused below
@@ -141,7 +143,7 @@ def generate_requests(
     origins = assign_origins(origins, spec.origin, client_classes, streams.get("origins"))
     with np.errstate(over="ignore"):
         scaled = arrival / spec.arrival_scale
-    if not np.isfinite(scaled).all():
+    if len(scaled) and not (np.isfinite(scaled).all() and np.max(scaled) <= MAX_ARRIVAL_S):
         last_s = float(np.max(arrival)) if np.isfinite(arrival).all() else math.inf
         raise ArrivalOverflowError(last_s, spec.arrival_scale)
     return RequestTable(
