@@ -9,7 +9,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from simulator import written_results
-from simulator.errors import EXIT_INPUT_ERROR, InputError, Issue, make_issue
+from simulator.errors import (
+    EXIT_INPUT_ERROR,
+    EXIT_NON_FINITE_RESULT,
+    InputError,
+    Issue,
+    NonFiniteResult,
+    make_issue,
+)
 
 EXIT_INTERRUPTED = 130
 """Process exit code after Ctrl-C (128 + SIGINT), as shells report it."""
@@ -39,6 +46,9 @@ def run_guarded(entry: Callable[[], int], allow_plugins: Sequence[str] = ()) -> 
     except InputError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INPUT_ERROR
+    except NonFiniteResult as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_NON_FINITE_RESULT
     except KeyboardInterrupt:
         print(f"\n{interrupted_message(written_results.since(start))}", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -18,6 +18,10 @@ from pathlib import Path
 EXIT_INPUT_ERROR = 2
 """Process exit code for bad user input."""
 
+EXIT_NON_FINITE_RESULT = 1
+"""Process exit code when a run's results hold a number that is not finite (none are written)."""
+
+
 _MAX_VALUE_CHARS = 80
 
 
@@ -93,6 +97,28 @@ class InputError(Exception):
         lines = [f"error: {count} {noun} in the input"]
         lines.extend(f"  - {issue.format()}" for issue in self.issues)
         return "\n".join(lines)
+
+
+class NonFiniteResult(Exception):
+    """A run produced a number that is not finite (``inf`` or NaN where a number belongs).
+
+    Inputs are bounded so that this cannot happen (``simulator/limits.py``);
+    if it does, no result file is written and the message names the file,
+    the place in it and the value.
+    """
+
+    def __init__(self, file: str, where: str, value: float) -> None:
+        self.file = file
+        self.where = where
+        self.value = value
+        super().__init__(file, where, value)
+
+    def __str__(self) -> str:
+        return (
+            f"error: {self.file}: {self.where} is {self.value}: a result is not a finite number, "
+            "so no results were written (please report the scenario: its inputs are within "
+            "the documented bounds)"
+        )
 
 
 def raise_if_any(issues: Sequence[Issue]) -> None:

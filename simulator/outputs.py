@@ -18,6 +18,7 @@ import ctypes
 import fcntl
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -28,11 +29,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from simulator import __version__, written_results
 from simulator.content_hash import code_sha256, input_sha256, scenario_sha256
-from simulator.errors import InputError, make_issue
+from simulator.errors import InputError, NonFiniteResult, make_issue
 from simulator.runner import Result
 
 logger = logging.getLogger(__name__)
@@ -212,6 +214,50 @@ def summary_json(summary: dict[str, Any]) -> str:
     return json.dumps(summary, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
+def _non_finite_in(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number of a summary that is not finite: ``(key path, value)``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "(top level)", value
+    if isinstance(value, dict):
+        items: Iterator[tuple[str, Any]] = (
+            (f"{where}.{k}" if where else str(k), v) for k, v in value.items()
+        )
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for path, item in items:
+        found = _non_finite_in(item, path)
+        if found is not None:
+            return found
+    return None
+
+
+def check_finite(result: Result) -> None:
+    """Refuse results holding ``inf`` (or NaN in ``summary.json``) before any file is written.
+
+    An empty CSV cell (NaN: no value, e.g. the TPOT of a rejected request) is
+    allowed; an infinite one, or any non-finite number in the summary, is not.
+
+    Raises:
+        NonFiniteResult: Naming the file, the place in it and the value.
+    """
+    found = _non_finite_in(result.summary)
+    if found is not None:
+        raise NonFiniteResult("summary.json", found[0], found[1])
+    frames = [("requests.csv", result.requests), ("timeseries.csv", result.timeseries)]
+    frames.append((PLANNER_LOG, result.planner_log))
+    for name, frame in frames:
+        numbers = frame.select_dtypes(include="number")
+        if numbers.empty:
+            continue
+        infinite = np.isinf(numbers.to_numpy(dtype=np.float64))
+        if infinite.any():
+            row, column = (int(i) for i in np.argwhere(infinite)[0])
+            where = f"column {numbers.columns[column]}, row {row + 1}"
+            raise NonFiniteResult(name, where, float(numbers.iat[row, column]))
+
+
 def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) -> list[Path]:
     """Write every output file of ``result`` as the directory ``out_dir``, whole.
 
@@ -223,8 +269,13 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
     the scenario and seed (byte-identical across runs); wall-clock time and
     versions go to ``run.json``, with what the results were computed from:
     the content hashes of the resolved scenario, of every file it names and
-    of the code (see :mod:`simulator.content_hash`).
+    of the code (see :mod:`simulator.content_hash`). No file is written when
+    a result is not finite (:func:`check_finite`).
+
+    Raises:
+        NonFiniteResult: A number in the results is not finite.
     """
+    check_finite(result)
     resolved = result.scenario.resolved()
     texts = {
         "summary.json": summary_json(result.summary),

@@ -639,7 +639,7 @@ CASES: dict[str, Case] = {
         "scenario.yaml",
         "network.links[0].bw_mbps",
         "0",
-        "> 0",
+        ">= 1e-12",
     ),
     "loss above 100 %": Case(
         _edit(_set("network.links.0.loss_pct", 150)),

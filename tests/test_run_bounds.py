@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from simulator import load_scenario, run
+from simulator.limits import MAX_LUT_LATENCY_MS
 from tests.engine_fixtures import synthetic, write_scenario
 
 Build = Callable[[Path], Path]
@@ -40,7 +41,7 @@ def _two_arrivals(tmp_path: Path, second_s: str) -> dict[str, Any]:
 
 
 def _trace_gap(tmp_path: Path) -> Path:
-    return write_scenario(tmp_path, mode="distributed", workload=_two_arrivals(tmp_path, "1e300"))
+    return write_scenario(tmp_path, mode="distributed", workload=_two_arrivals(tmp_path, "1e15"))
 
 
 def _slow_lut(tmp_path: Path) -> Path:
@@ -48,7 +49,10 @@ def _slow_lut(tmp_path: Path) -> Path:
         tmp_path,
         mode="none",
         workload=synthetic(3, 1.0, 100, 10),
-        target_phases={"prefill": lambda c, b, _k: 1e308, "draft_decode": lambda c, b, _k: 1e308},
+        target_phases={
+            "prefill": lambda c, b, _k: MAX_LUT_LATENCY_MS,
+            "draft_decode": lambda c, b, _k: MAX_LUT_LATENCY_MS,
+        },
     )
     lut = tmp_path / "target.csv"
     pd.read_csv(lut).assign(energy_mj=0.0).to_csv(lut, index=False)
@@ -56,7 +60,7 @@ def _slow_lut(tmp_path: Path) -> Path:
 
 
 ASTRONOMICAL: dict[str, Build] = {
-    "trace gap of 1e300 s": _trace_gap,
+    "trace gap of 1e15 s (the latest arrival allowed)": _trace_gap,
     "bandwidth 1e-12 Mbit/s": _scenario(
         link={"src": "laptops", "dst": "pool", "rtt_ms": 1, "bw_mbps": 1e-12}
     ),
@@ -68,7 +72,7 @@ ASTRONOMICAL: dict[str, Build] = {
     ),
     "arrival_scale 1e-9": _scenario(extra={"workload.arrival_scale": 1e-9}),
     "timeseries interval 1e-9 s": _scenario(extra={"metrics.timeseries_interval_s": 1e-9}),
-    "LUT latency 1e308 ms": _slow_lut,
+    "LUT latency at its limit of 1e9 ms": _slow_lut,
 }
 
 

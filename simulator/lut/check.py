@@ -8,7 +8,8 @@ rest):
    hint) and repeated column names;
 2. cells: empty required cells, non-numeric text in numeric columns, NaN and
    infinite values, fractions in whole-number columns, values below the
-   schema's minimum, values outside an enum;
+   schema's minimum or above the bounds of :mod:`simulator.limits`, values
+   outside an enum;
 3. grids (only when the first two stages found nothing): ``fanout_k`` of 1
    for prefill and draft_decode rows, duplicate grid points, and, for every
    key, a complete rectangular grid over context_len x microbatch x fanout_k.
@@ -183,6 +184,8 @@ def _check_column(
         good = finite & ~fraction
     if rule.minimum is not None:
         _report(found, column, good & (np.where(good, numbers, 0.0) < rule.minimum), "too small")
+    if rule.maximum is not None:
+        _report(found, column, good & (np.where(good, numbers, 0.0) > rule.maximum), "too large")
     return numbers
 
 

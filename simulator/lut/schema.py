@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+from simulator.limits import LUT_MAXIMA, MAX_LUT_WHOLE_NUMBER
 from simulator.loading import load_packaged_schema
 
 SCHEMA_NAME = "lut.schema.json"
@@ -51,6 +52,8 @@ class ColumnRule:
             (a whole number) or ``number`` (a finite real number).
         required: Whether the column must be present and every cell filled.
         minimum: Smallest allowed value of a numeric column, if any.
+        maximum: Largest allowed value of a numeric column, if any (from
+            :mod:`simulator.limits`, not the schema).
         min_length: Smallest allowed length of a text cell.
         choices: Allowed values of an ``enum`` column.
         default: Value of an optional column when it is absent or a cell is empty.
@@ -65,6 +68,7 @@ class ColumnRule:
     choices: tuple[str, ...]
     default: str
     description: str
+    maximum: float | None = None
 
     def allowed(self) -> str:
         """Describe the accepted values, for the ``allowed`` part of an issue."""
@@ -75,6 +79,9 @@ class ColumnRule:
         text = "a whole number" if self.kind == "integer" else "a finite number"
         if self.minimum is not None:
             text += f" >= {self.minimum:g}"
+        if self.maximum is not None:
+            bound = f"{self.maximum:,.0f}" if self.kind == "integer" else f"{self.maximum:g}"
+            text += (" and" if self.minimum is not None else "") + f" <= {bound}"
         return text
 
 
@@ -98,6 +105,7 @@ def _rule(name: str, spec: dict[str, Any], required: bool) -> ColumnRule:
         choices=tuple(str(c) for c in spec.get("enum", ())),
         default=str(spec.get("default", "")),
         description=str(spec.get("description", "")),
+        maximum=float(MAX_LUT_WHOLE_NUMBER) if kind == "integer" else LUT_MAXIMA.get(name),
     )
 
 

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.engine.core import EngineOutput
+from simulator.errors import NonFiniteResult
 from simulator.metrics.energy_cost import cost_section, energy_section
 from simulator.workload import SloTargets
 
@@ -355,13 +356,19 @@ def summarise(
     return cleaned
 
 
-def _clean(value: Any) -> Any:
-    """Replace NaN/inf by None and numpy scalars by Python numbers (JSON-safe)."""
+def _clean(value: Any, where: str = "") -> Any:
+    """Replace NaN (no value) by None and numpy scalars by Python numbers (JSON-safe).
+
+    Raises:
+        NonFiniteResult: A value is infinite (an overflow, never "no value").
+    """
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: _clean(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [_clean(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, (np.floating, float)):
+        if math.isinf(value):
+            raise NonFiniteResult("summary.json", where, float(value))
         return _finite(float(value))
     if isinstance(value, np.integer):
         return int(value)

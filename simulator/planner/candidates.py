@@ -63,12 +63,10 @@ def candidate_keys(values: Mapping[str, Sequence[Value]]) -> list[str]:
 def enumerate_candidates(values: Mapping[str, Sequence[Value]]) -> list[Candidate]:
     """Every combination of the listed candidate values (duplicates kept once, first wins)."""
     keys = candidate_keys(values)
-    out: list[Candidate] = []
+    out: dict[Candidate, None] = {}
     for combo in itertools.product(*(values[k] for k in keys)):
-        candidate = Candidate(tuple(zip(keys, (_value(v) for v in combo), strict=True)))
-        if candidate not in out:
-            out.append(candidate)
-    return out
+        out.setdefault(Candidate(tuple(zip(keys, (_value(v) for v in combo), strict=True))))
+    return list(out)
 
 
 def make_candidate(values: Mapping[str, Sequence[Value]], position: Mapping[str, int]) -> Candidate:

@@ -64,6 +64,7 @@ from simulator.scenario.model import (
     SpeculationSpec,
     lane_lut_key,
 )
+from simulator.scenario.planner_bounds import planner_size_issues
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.schema import scenario_schema
 from simulator.workload import TraceSource, WorkloadSpec, build_workload_spec
@@ -1166,6 +1167,8 @@ class _Builder:
             )
         spec = self.doc["speculation"]
         self._check_replica_candidates(candidates, spec["mode"])
+        targets = [int(e["count"]) for e in self.doc["hardware_profiles"] if e["type"] == "target"]
+        self.issues.extend(planner_size_issues(self.file, raw, targets))
         if "fused_fraction" in candidates and (
             spec["mode"] != "hybrid" or spec["hybrid"]["policy"] != "fused_fraction"
         ):

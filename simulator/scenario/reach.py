@@ -35,11 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.errors import InputError, Issue, make_issue
-from simulator.limits import MAX_REQUESTS
+from simulator.limits import MAX_ARRIVAL_S, MAX_REQUESTS
 from simulator.lut import LutGrid, LutKey
 from simulator.rng import RandomStreams
 from simulator.scenario.model import DeviceClass, ModelSpec, Scenario
+from simulator.scenario.planner_bounds import planner_window_issues
 from simulator.workload import RequestTable, SyntheticSource, generate_requests
+from simulator.workload.generate import ArrivalOverflowError
 
 FIX = "or set simulation.lut_out_of_range: clamp or extrapolate"
 """The other way out, appended to every ``allowed`` text."""
@@ -56,11 +58,44 @@ def build_requests(scenario: Scenario) -> RequestTable:
 
     Raises:
         InputError: The workload has more requests than a run may hold
-            (:data:`simulator.limits.MAX_REQUESTS`).
+            (:data:`simulator.limits.MAX_REQUESTS`), or its planner would run
+            more what-if windows (:data:`simulator.limits.MAX_PLANNER_WINDOWS`),
+            or an arrival time divided by ``workload.arrival_scale`` is not finite.
     """
     streams = RandomStreams(scenario.seed)
     clients = [(d.id, d.count) for d in scenario.clients()]
-    table = generate_requests(scenario.workload, clients, streams)
+    try:
+        table = generate_requests(scenario.workload, clients, streams)
+    except ArrivalOverflowError as exc:
+        source = scenario.workload.source
+        late = f"arrival times up to {MAX_ARRIVAL_S:g} s (the latest a run may have)"
+        if exc.last_s <= MAX_ARRIVAL_S:
+            issue = make_issue(
+                scenario.source_file,
+                "workload.arrival_scale",
+                exc.scale,
+                f">= {exc.last_s / MAX_ARRIVAL_S:.3g}: {late}; the last arrival is at "
+                f"{exc.last_s:.6g} s before scaling",
+                "arrival times too late once scaled",
+            )
+        elif isinstance(source, SyntheticSource):
+            issue = make_issue(
+                scenario.source_file,
+                "workload.synthetic.arrival",
+                repr(source.arrival),
+                f"an arrival process giving {late}: a higher rate_per_s, a shorter off_s",
+                "arrival times too late",
+            )
+        else:
+            issue = make_issue(
+                scenario.source_file,
+                "workload.duration_s",
+                getattr(source, "duration_s", None),
+                f"a trace slice whose arrivals span at most {MAX_ARRIVAL_S:g} s (set duration_s "
+                "or max_requests)",
+                f"the slice's last arrival is at {exc.last_s:.6g} s",
+            )
+        raise InputError([issue]) from None
     if len(table) > MAX_REQUESTS:
         raise InputError(
             [
@@ -74,6 +109,12 @@ def build_requests(scenario: Scenario) -> RequestTable:
                 )
             ]
         )
+    if len(table):
+        until_s = scenario.simulation.until_s
+        last_s = float(np.max(table.arrival_s))
+        issues = planner_window_issues(scenario.source_file, scenario.planner, last_s, until_s)
+        if issues:
+            raise InputError(issues)
     return table
 
 

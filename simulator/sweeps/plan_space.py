@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 
 from simulator.devices import load_device_profile
 from simulator.errors import InputError, Issue, make_issue
+from simulator.limits import MAX_PLAN_CONFIGURATIONS
 from simulator.loading import load_packaged_schema, read_document, resolve_path, schema_issues
 from simulator.scenario.load import load_scenario
 from simulator.scenario.model import Scenario
@@ -246,7 +248,23 @@ def build_plan_space(
     scenario_file = resolve_path(base_dir, document["scenario"])
     fixed_values: dict[str, Any] = dict(document.get("set", {}))
     fixed = [override_text(k, v) for k, v in fixed_values.items()]
-    configurations = _configurations(_axes(file, document, scenario_file, fixed))
+    axes = _axes(file, document, scenario_file, fixed)
+    count = math.prod(len(axis) for axis in axes)
+    if count > MAX_PLAN_CONFIGURATIONS:
+        lengths = " x ".join(f"{len(axis)} {axis[0][0] if axis else ''}".strip() for axis in axes)
+        raise InputError(
+            [
+                make_issue(
+                    file,
+                    "pools / speculation",
+                    f"{lengths} = {count:,} configurations",
+                    f"at most {MAX_PLAN_CONFIGURATIONS:,} configurations (the product of the "
+                    "axes' lengths; each is a capacity search of several runs)",
+                    "too many configurations",
+                )
+            ]
+        )
+    configurations = _configurations(axes)
     sweep_document: dict[str, Any] = {
         "scenario": os.path.relpath(scenario_file, base_dir),
         "points": [

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from simulator.capacity_bounds import DEFAULT_HIGH, DEFAULT_LOW, DEFAULT_TOLERANCE
 from simulator.errors import InputError, make_issue
+from simulator.limits import MAX_BISECTION_STEPS, MIN_SEARCH_TOLERANCE
 from simulator.runner import run
 from simulator.scenario.load import load_scenario
 from simulator.sweeps.spec import override_text
@@ -149,7 +150,11 @@ def attainment_limit(probe: Probe, target: float) -> str:
 
 
 def check_search(target: float, low: float, high: float, tolerance: float) -> None:
-    """Refuse an attainment target outside (0, 1] or bad bounds (naming the option)."""
+    """Refuse an attainment target outside (0, 1] or bad bounds (naming the option).
+
+    The tolerance has a floor (:data:`~simulator.limits.MIN_SEARCH_TOLERANCE`)
+    so that the bisection ends in a bounded number of probes.
+    """
     issues = []
     if not 0 < target <= 1:
         issues.append(
@@ -159,8 +164,15 @@ def check_search(target: float, low: float, high: float, tolerance: float) -> No
         issues.append(make_issue("command line", "--low", low, "a number > 0"))
     if not (math.isfinite(high) and high > low):
         issues.append(make_issue("command line", "--high", high, f"a number > --low ({low:g})"))
-    if not (math.isfinite(tolerance) and tolerance > 0):
-        issues.append(make_issue("command line", "--tolerance", tolerance, "a number > 0"))
+    if not (math.isfinite(tolerance) and tolerance >= MIN_SEARCH_TOLERANCE):
+        issues.append(
+            make_issue(
+                "command line",
+                "--tolerance",
+                tolerance,
+                f"a number >= {MIN_SEARCH_TOLERANCE:g} (a relative width; each probe is a run)",
+            )
+        )
     if issues:
         raise InputError(issues)
 
@@ -180,7 +192,8 @@ def capacity(
     Runs ``low`` and ``high`` first; if ``low`` fails there is no capacity in
     range, if ``high`` passes it is reported (``capped``). Otherwise the
     interval is halved geometrically (rates span orders of magnitude) until
-    the failing scale is at most ``1 + tolerance`` times the passing one.
+    the failing scale is at most ``1 + tolerance`` times the passing one, or
+    after :data:`~simulator.limits.MAX_BISECTION_STEPS` halvings.
 
     Args:
         scenario_file: The scenario (open loop; its ``arrival_scale`` is replaced).
@@ -234,7 +247,9 @@ def capacity(
     if top.passed:
         return CapacityResult(slo_attainment, gpus, top, tuple(probes), capped=True)
     failing_scale = high
-    while failing_scale > passing.arrival_scale * (1 + tolerance):
+    for _ in range(MAX_BISECTION_STEPS):
+        if failing_scale <= passing.arrival_scale * (1 + tolerance):
+            break
         middle = probe(math.sqrt(passing.arrival_scale * failing_scale))
         if middle.passed:
             passing = middle

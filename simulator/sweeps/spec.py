@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from simulator.content_hash import scenario_sha256
 from simulator.errors import InputError, Issue, make_issue
+from simulator.limits import MAX_SWEEP_POINTS
 from simulator.loading import load_packaged_schema, read_document, resolve_path, schema_issues
 from simulator.scenario.load import load_scenario
 from simulator.scenario.model import Scenario
@@ -79,6 +81,29 @@ def _point_values(
     return [(f"points[{i}]", dict(p)) for i, p in enumerate(points)], list(axes)
 
 
+def _size_issues(file: Path, document: Mapping[str, Any]) -> list[Issue]:
+    """Refuse more points than :data:`~simulator.limits.MAX_SWEEP_POINTS` (before any is loaded)."""
+    if "grid" in document:
+        lengths = [len(values) for values in document["grid"].values()]
+        count, key = math.prod(lengths), "grid"
+        value = " x ".join(str(n) for n in lengths) + f" = {count:,} points"
+    else:
+        count, key = len(document["points"]), "points"
+        value = f"{count:,} points"
+    if count <= MAX_SWEEP_POINTS:
+        return []
+    return [
+        make_issue(
+            file,
+            key,
+            value,
+            f"at most {MAX_SWEEP_POINTS:,} points per sweep (each is loaded before any runs, "
+            "then run; split a larger study into several sweeps)",
+            "too many points",
+        )
+    ]
+
+
 def _rewrap(issue: Issue, file: str, location: str, values: Mapping[str, Any]) -> Issue:
     """An issue of one point's scenario, re-addressed to the sweep file and the point."""
     point = ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items())
@@ -125,6 +150,8 @@ def build_sweep(
                 "both given" if "grid" in document else "neither given",
             )
         )
+    if not issues:
+        issues = _size_issues(file, document)
     if issues:
         raise InputError(issues)
     scenario_file = resolve_path(base_dir, document["scenario"])

@@ -18,7 +18,7 @@ from simulator.builtin_data import ALLOWED as ALLOWED_BUILTIN
 from simulator.builtin_data import unknown_builtin
 from simulator.errors import Issue, make_issue
 from simulator.input_files import file_problem
-from simulator.limits import MAX_REQUESTS
+from simulator.limits import MAX_CLOSED_LOOP_USERS, MAX_REQUESTS
 from simulator.loading import fill_defaults, load_packaged_schema, resolve_path, schema_issues
 from simulator.workload.arrivals import (
     ArrivalProcess,
@@ -44,7 +44,7 @@ from simulator.workload.issue_collector import row_key
 from simulator.workload.origins import OriginRule
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
 from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
-from simulator.workload.trace_readers import load_trace
+from simulator.workload.trace_readers import TraceStop, load_trace
 from simulator.workload.trace_table import TraceTable
 
 SCHEMA_NAME = "workload.schema.json"
@@ -63,18 +63,22 @@ class _Builder:
         self.file = scenario_file
         self.base = scenario_file.parent
         self.issues: list[Issue] = []
-        self._traces: dict[tuple[Path, str], tuple[TraceTable | None, list[Issue]]] = {}
+        self._traces: dict[
+            tuple[Path, str, TraceStop | None], tuple[TraceTable | None, list[Issue]]
+        ] = {}
 
     def issue(self, key: str, value: object, allowed: str, problem: str) -> None:
         self.issues.append(make_issue(self.file, f"{SECTION}.{key}", value, allowed, problem))
 
     # -- trace files ---------------------------------------------------------
-    def trace(self, name: str, fmt: str, key: str) -> TraceTable | None:
-        """Read a trace named in the section (once per file and format)."""
+    def trace(
+        self, name: str, fmt: str, key: str, stop: TraceStop | None = None
+    ) -> TraceTable | None:
+        """Read a trace named in the section (once per file, format and slice read)."""
         path = resolve_path(self.base, name)
-        if (path, fmt) not in self._traces:
-            self._traces[(path, fmt)] = load_trace(path, fmt)
-            table, found = self._traces[(path, fmt)]
+        if (path, fmt, stop) not in self._traces:
+            self._traces[(path, fmt, stop)] = load_trace(path, fmt, stop)
+            table, found = self._traces[(path, fmt, stop)]
             unknown = unknown_builtin(name)
             if unknown is not None:
                 self.issue(key, name, ALLOWED_BUILTIN, unknown)
@@ -94,7 +98,7 @@ class _Builder:
                 else:
                     self.issues.append(issue)
             return table
-        return self._traces[(path, fmt)][0]
+        return self._traces[(path, fmt, stop)][0]
 
     # -- pieces --------------------------------------------------------------
     def slo(self, raw: Mapping[str, Any]) -> SloTargets:
@@ -239,6 +243,14 @@ class _Builder:
             if isinstance(think, Mapping)
             else FixedThinkTime(float(think))
         )
+        if int(raw["users"]) > MAX_CLOSED_LOOP_USERS:
+            self.issue(
+                "closed_loop.users",
+                raw["users"],
+                f"at most {MAX_CLOSED_LOOP_USERS:,} users (each holds at most one request, and "
+                "a run at most that many requests)",
+                "too many users",
+            )
         return ClosedLoop(int(raw["users"]), think_time)
 
     # -- sources -------------------------------------------------------------
@@ -324,7 +336,14 @@ class _Builder:
                 "no synthetic block when source is a trace",
                 "synthetic is only allowed with source: synthetic",
             )
-        table = self.trace(name, str(self.doc["format"]), "source")
+        start = float(self.doc["start_s"])
+        duration = self.doc["duration_s"]
+        count = self.doc["max_requests"]
+        # Read only up to the end of the slice; without max_requests, one row
+        # more than a run may hold is enough to refuse the slice.
+        cap = MAX_REQUESTS + 1 if count is None else min(int(count), MAX_REQUESTS + 1)
+        stop = TraceStop(start, None if duration is None else start + float(duration), cap)
+        table = self.trace(name, str(self.doc["format"]), "source", stop)
         if table is None:
             return None
         if table.arrival_s is None:
@@ -337,8 +356,6 @@ class _Builder:
             )
             return None
         self.check_trace_classes(table, classes)
-        start = float(self.doc["start_s"])
-        duration = self.doc["duration_s"]
         span = table.span_s()
         if start > span:
             self.issue(
@@ -356,6 +373,15 @@ class _Builder:
                 duration,
                 "a slice holding at least one arrival",
                 f"no request arrives in [{start:g}, {end:g}) s of the trace",
+            )
+            return None
+        if len(source.sliced(cap)) > MAX_REQUESTS:
+            self.issue(
+                "max_requests",
+                count,
+                f"at most {MAX_REQUESTS:,} requests per run: set workload.max_requests, or "
+                "slice the trace with start_s and duration_s",
+                f"the trace slice holds more than {MAX_REQUESTS:,} requests",
             )
             return None
         return source

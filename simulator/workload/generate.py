@@ -9,10 +9,12 @@ distribution leaves arrivals, prompt lengths and origins unchanged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from simulator.limits import MAX_ARRIVAL_S
 from simulator.rng import RandomStreams
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
 from simulator.workload.arrivals import sample_arrivals
@@ -21,6 +23,22 @@ from simulator.workload.origins import assign_origins
 from simulator.workload.requests import RequestTable
 from simulator.workload.slo import DEFAULT_CLASS
 from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
+
+
+class ArrivalOverflowError(ValueError):
+    """Arrival times divided by ``arrival_scale`` pass :data:`~simulator.limits.MAX_ARRIVAL_S`.
+
+    Attributes:
+        last_s: The latest arrival before scaling (seconds; ``inf`` when the
+            arrival process itself overflowed).
+        scale: The ``arrival_scale``.
+    """
+
+    def __init__(self, last_s: float, scale: float) -> None:
+        super().__init__(f"arrival {last_s:g} s / arrival_scale {scale:g} is not finite")
+        self.last_s = last_s
+        self.scale = scale
+
 
 PROMPT_SUBSTREAM = 0
 OUTPUT_SUBSTREAM = 1
@@ -111,15 +129,25 @@ def generate_requests(
             and then requests without an origin keep "".
         streams: The run's random streams (only ``arrivals``, ``lengths`` and
             ``origins`` are used).
+
+    Raises:
+        ArrivalOverflowError: An arrival time divided by ``arrival_scale`` is later
+            than :data:`~simulator.limits.MAX_ARRIVAL_S` (or not finite).
     """
     if isinstance(spec.source, SyntheticSource):
-        arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
+        with np.errstate(over="ignore"):  # an overflow is refused below
+            arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
         origins = text_array("", len(arrival))
     else:
         arrival, prompt, output, classes, origins = _trace(spec, spec.source, streams)
     origins = assign_origins(origins, spec.origin, client_classes, streams.get("origins"))
+    with np.errstate(over="ignore"):
+        scaled = arrival / spec.arrival_scale
+    if len(scaled) and not (np.isfinite(scaled).all() and np.max(scaled) <= MAX_ARRIVAL_S):
+        last_s = float(np.max(arrival)) if np.isfinite(arrival).all() else math.inf
+        raise ArrivalOverflowError(last_s, spec.arrival_scale)
     return RequestTable(
-        arrival_s=arrival / spec.arrival_scale,
+        arrival_s=scaled,
         prompt_tokens=prompt,
         output_tokens=output,
         slo_class=classes,

@@ -15,15 +15,17 @@ Rules (documented in ``docs/workload.md``):
 * Token counts are at most :data:`~simulator.workload.trace_table.MAX_REQUEST_TOKENS`.
 * Arrival times must be finite and non-decreasing in every format; they are
   returned in seconds after the first row's arrival.
-* No line may be longer than :data:`MAX_TRACE_LINE_BYTES`; this is checked
-  before parsing, so a huge cell costs neither time nor memory.
+* No line may be longer than :data:`MAX_TRACE_LINE_BYTES`; each line is
+  checked as it is read, so a huge cell costs neither time nor memory.
+* The file is read in chunks of rows (:mod:`simulator.workload.trace_chunks`);
+  a source trace is read only up to the end of its slice (:class:`TraceStop`)
+  and no file beyond :data:`~simulator.limits.MAX_TRACE_ROWS` rows.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +34,19 @@ import pandas as pd
 
 from simulator.errors import InputError, Issue, make_issue
 from simulator.input_files import file_problem
+from simulator.limits import MAX_TRACE_ROWS
 from simulator.suggest import did_you_mean
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
 from simulator.workload.issue_collector import RowIssues
+from simulator.workload.trace_chunks import (
+    MAX_TRACE_LINE_BYTES,
+    RawChunk,
+    RowProblem,
+    TraceFileError,
+    check_first_line,
+    csv_chunks,
+    jsonl_chunks,
+)
 from simulator.workload.trace_formats import (
     FORMAT_CHOICES,
     GENERIC_NAME_COLUMNS,
@@ -47,104 +59,45 @@ from simulator.workload.trace_table import MAX_REQUEST_TOKENS, TraceTable
 
 BoolArray = npt.NDArray[np.bool_]
 
-MAX_TRACE_LINE_BYTES = 2**20
-"""Longest line (header, CSV row or JSONL record) a trace file may have (1 MiB)."""
-
-_QUOTED_BYTES = 60
+__all__ = ["MAX_TRACE_LINE_BYTES", "TraceStop", "load_trace", "read_trace"]
 
 
-def _overlong_line(path: Path) -> tuple[int, int, str] | None:
-    """Find the first line longer than :data:`MAX_TRACE_LINE_BYTES`, reading in bounded pieces.
+@dataclass(frozen=True)
+class TraceStop:
+    """Where reading a timed trace may stop: once every row of a slice has been read.
 
-    Returns:
-        ``(line number, length in bytes, its first bytes as text)``, or None.
-    """
-    with path.open("rb") as stream:
-        for number, line in enumerate(
-            iter(lambda: stream.readline(MAX_TRACE_LINE_BYTES + 1), b""), 1
-        ):
-            if len(line) <= MAX_TRACE_LINE_BYTES:
-                continue
-            head = line[:_QUOTED_BYTES].decode("utf-8", errors="replace")
-            length = len(line)
-            while not line.endswith(b"\n"):
-                line = stream.readline(MAX_TRACE_LINE_BYTES)
-                if not line:
-                    break
-                length += len(line)
-            return number, length, head
-    return None
-
-
-class _Raw:
-    """The cells of a trace file as read, before any checks.
+    The slice is the rows with ``start_s <= t < end_s`` (t in seconds after
+    the first kept row's arrival, as :meth:`TraceTable.window` slices), the
+    first ``max_rows`` of them. Arrivals are non-decreasing, so the reader
+    stops after the ``max_rows``-th row of the slice or at the first row at
+    or after ``end_s``; later rows are not checked, and only the rest of
+    their chunk is read.
 
     Attributes:
-        columns: Column name -> cells (text for CSV, JSON values for JSONL;
-            None for a JSONL record without that key).
-        rows: The row number of each record.
+        start_s: Slice start.
+        end_s: Slice end (None: to the end of the file).
+        max_rows: Most rows of the slice needed (None: all).
     """
 
-    def __init__(self, columns: dict[str, pd.Series], rows: IntArray) -> None:
-        self.columns = columns
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
+    start_s: float = 0.0
+    end_s: float | None = None
+    max_rows: int | None = None
 
 
-def _read_csv(path: Path, issues: RowIssues) -> _Raw | None:
-    try:
-        frame = pd.read_csv(
-            path,
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            encoding="utf-8-sig",
-            skipinitialspace=True,
-        )
-    except pd.errors.EmptyDataError:
-        issues.add_file_issue("", "(empty file)", "a header line and data rows", "empty trace")
-        return None
-    except (pd.errors.ParserError, csv.Error) as exc:
-        message = str(exc).strip().splitlines()[-1]
-        issues.add_file_issue("", message, "well-formed CSV", "cannot parse the trace")
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        issues.add_file_issue("", str(exc), "a readable UTF-8 CSV file", "cannot read the trace")
-        return None
-    columns = {str(name).strip(): frame[name].astype(object) for name in frame.columns}
-    return _Raw(columns, np.arange(1, len(frame) + 1, dtype=np.int64))
+class _Pending:
+    """Row problems of one chunk, held until the reader knows which of its rows it keeps."""
 
+    def __init__(self) -> None:
+        self.items: list[RowProblem] = []
 
-def _read_jsonl(path: Path, issues: RowIssues) -> _Raw | None:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        issues.add_file_issue("", str(exc), "a readable UTF-8 JSONL file", "cannot read the trace")
-        return None
-    records: list[dict[str, object]] = []
-    rows: list[int] = []
-    for number, line in enumerate(io.StringIO(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            issues.add(number, "(line)", line.strip(), "one JSON object per line", exc.msg)
-            continue
-        if not isinstance(record, dict):
-            issues.add(number, "(line)", record, "one JSON object per line", "not an object")
-            continue
-        records.append(record)
-        rows.append(number)
-    names: dict[str, None] = {}
-    for record in records:
-        names.update(dict.fromkeys(str(k) for k in record))
-    columns = {
-        name: pd.Series([record.get(name) for record in records], dtype=object) for name in names
-    }
-    return _Raw(columns, np.asarray(rows, dtype=np.int64))
+    def add(self, row: int, column: str, value: object, allowed: str, problem: str) -> None:
+        self.items.append((row, column, value, allowed, problem))
+
+    def replay(self, target: RowIssues, last_row: int | None) -> None:
+        """Record the problems of rows up to ``last_row`` (None: all) in ``target``."""
+        for row, column, value, allowed, problem in self.items:
+            if last_row is None or row <= last_row:
+                target.add(row, column, value, allowed, problem)
 
 
 def _numbers(cells: pd.Series) -> tuple[FloatArray, BoolArray]:
@@ -179,7 +132,7 @@ def _cell_numbers(cells: pd.Series, container: str) -> tuple[FloatArray, BoolArr
 
 
 def _tokens(
-    raw: _Raw, column: str, layout: Layout, issues: RowIssues
+    raw: RawChunk, column: str, layout: Layout, issues: _Pending
 ) -> tuple[IntArray, BoolArray]:
     """Parse a token-count column; return counts (0 where bad) and a mask of good rows."""
     values, missing = _cell_numbers(raw.columns[column], layout.container)
@@ -211,8 +164,22 @@ def _tokens(
     return counts, good
 
 
-def _datetimes_s(cells: pd.Series) -> FloatArray:
-    """Parse date-time text to seconds after the earliest parsed value (NaN if bad)."""
+@dataclass
+class _Clock:
+    """What parsing the arrival column carries from one chunk to the next.
+
+    Attributes:
+        reference: The first parsed date-time of the file (date-time columns
+            count seconds from it).
+        last: ``(seconds, cell, row)`` of the last row with a valid time.
+    """
+
+    reference: pd.Timestamp | None = None
+    last: tuple[float, object, int] | None = None
+
+
+def _datetimes_s(cells: pd.Series, clock: _Clock) -> FloatArray:
+    """Parse date-time text to seconds after the file's first parsed value (NaN if bad)."""
     text = cells.astype(str).str.strip()
     try:
         stamps = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
@@ -222,17 +189,21 @@ def _datetimes_s(cells: pd.Series) -> FloatArray:
     seconds = np.full(len(cells), np.nan)
     if valid.any():
         kept = stamps[valid]
-        seconds[valid] = (kept - kept.iloc[0]).dt.total_seconds().to_numpy(dtype=np.float64)
+        if clock.reference is None:
+            clock.reference = kept.iloc[0]
+        seconds[valid] = (kept - clock.reference).dt.total_seconds().to_numpy(dtype=np.float64)
     return seconds
 
 
-def _times(raw: _Raw, layout: Layout, issues: RowIssues) -> tuple[FloatArray, BoolArray]:
+def _times(
+    raw: RawChunk, layout: Layout, issues: _Pending, clock: _Clock
+) -> tuple[FloatArray, BoolArray]:
     """Parse and check the arrival column; return seconds and a mask of good rows."""
     column = layout.time_column
     assert column is not None
     cells = raw.columns[column]
     if layout.time_units_per_s == 0.0:
-        seconds = _datetimes_s(cells)
+        seconds = _datetimes_s(cells, clock)
         missing = (cells.astype(str).str.strip() == "").to_numpy()
         allowed = "a date-time such as 2023-11-16 18:15:46.6805900"
     else:
@@ -246,20 +217,33 @@ def _times(raw: _Raw, layout: Layout, issues: RowIssues) -> tuple[FloatArray, Bo
         issues.add(int(raw.rows[index]), column, listed[index], allowed, problem)
     checked = np.flatnonzero(good)
     times = seconds[checked]
-    for position in np.flatnonzero(np.diff(times) < 0) + 1:
+    before = clock.last
+    previous_times = times[:-1] if before is None else np.concatenate(([before[0]], times[:-1]))
+    start = 0 if before is not None else 1
+    for position in np.flatnonzero(times[start:] < previous_times) + start:
         at = int(checked[position])
-        previous = int(checked[position - 1])
+        if position > 0:
+            earlier, earlier_row = (
+                listed[int(checked[position - 1])],
+                raw.rows[checked[position - 1]],
+            )
+        else:
+            assert before is not None
+            earlier, earlier_row = before[1], before[2]
         issues.add(
             int(raw.rows[at]),
             column,
             listed[at],
-            f"a time >= the previous row's ({listed[previous]}, row {int(raw.rows[previous])})",
+            f"a time >= the previous row's ({earlier}, row {int(earlier_row)})",
             "arrival times go backwards (rows must be sorted by arrival)",
         )
+    if len(checked):
+        last = int(checked[-1])
+        clock.last = (float(seconds[last]), listed[last], int(raw.rows[last]))
     return seconds, good
 
 
-def _names(raw: _Raw, column: str, issues: RowIssues) -> StrArray:
+def _names(raw: RawChunk, column: str, issues: _Pending) -> StrArray:
     """Parse an optional text column; empty cells (or JSON null) become ""."""
     out: list[str] = []
     for index, cell in enumerate(raw.columns[column].tolist()):
@@ -273,7 +257,16 @@ def _names(raw: _Raw, column: str, issues: RowIssues) -> StrArray:
     return text_array(out, len(out)) if out else text_array("", 0)
 
 
-def _check_columns(raw: _Raw, layout: Layout, issues: RowIssues) -> bool:
+def _unknown_column(name: str, known: list[str], issues: RowIssues) -> None:
+    issues.add_file_issue(
+        f"column {name}",
+        name,
+        "columns " + ", ".join(known),
+        f"unknown column{did_you_mean(name, known)}",
+    )
+
+
+def _check_columns(raw: RawChunk, layout: Layout, issues: RowIssues) -> bool:
     """Report missing and (for generic formats) unknown columns; True when usable."""
     if layout.container == "csv":
         # A header naming a column twice makes the file unusable; it is reported by
@@ -307,65 +300,241 @@ def _check_columns(raw: _Raw, layout: Layout, issues: RowIssues) -> bool:
     if layout.generic:
         for name in present:
             if name not in known:
-                hint = did_you_mean(name, known)
-                issues.add_file_issue(
-                    f"column {name}",
-                    name,
-                    "columns " + ", ".join(known),
-                    f"unknown column{hint}",
-                )
+                _unknown_column(name, known, issues)
     return usable
 
 
-def _parse(raw: _Raw, path: Path, layout: Layout, issues: RowIssues) -> TraceTable | None:
-    if not _check_columns(raw, layout, issues):
-        return None
-    if len(raw) == 0:
-        issues.add_file_issue("", "(no data rows)", "at least one request row", "empty trace")
-        return None
-    prompt, prompt_ok = _tokens(raw, layout.prompt_column, layout, issues)
-    output, output_ok = _tokens(raw, layout.output_column, layout, issues)
-    arrival: FloatArray | None = None
-    if layout.time_column is not None and layout.time_column in raw.columns:
-        arrival, _ = _times(raw, layout, issues)
-    named = {
-        name: _names(raw, name, issues)
-        for name in GENERIC_NAME_COLUMNS
-        if layout.generic and name in raw.columns
-    }
-    if issues:
-        return None
-    keep = prompt_ok & output_ok & (prompt > 0) & (output > 0)
-    if not keep.any():
-        issues.add_file_issue(
-            "",
-            f"{len(raw)} rows",
-            "at least one row with both lengths >= 1",
-            "every row is skipped",
+@dataclass
+class _Part:
+    """The parsed rows of one chunk.
+
+    Attributes:
+        rows: Row number of each row.
+        prompt: Prompt lengths (0 where bad).
+        output: Output lengths (0 where bad).
+        keep: Rows kept (both lengths good and >= 1).
+        seconds: Arrival seconds on the file's clock (None: no time column).
+        good_time: Rows with a valid arrival time (None: no time column).
+        names: Optional text columns read.
+    """
+
+    rows: IntArray
+    prompt: IntArray
+    output: IntArray
+    keep: BoolArray
+    seconds: FloatArray | None
+    good_time: BoolArray | None
+    names: dict[str, StrArray] = field(default_factory=dict)
+
+    def head(self, size: int) -> _Part:
+        """The first ``size`` rows."""
+
+        def cut(array: np.ndarray | None) -> np.ndarray | None:
+            return None if array is None else array[:size]
+
+        return _Part(
+            self.rows[:size],
+            self.prompt[:size],
+            self.output[:size],
+            self.keep[:size],
+            cut(self.seconds),
+            cut(self.good_time),
+            {name: values[:size] for name, values in self.names.items()},
         )
-        return None
-    if arrival is not None:
-        arrival = arrival - arrival[np.flatnonzero(keep)[0]]
-    return TraceTable(
-        path=path,
-        format=layout.name,
-        prompt_tokens=prompt[keep],
-        output_tokens=output[keep],
-        arrival_s=None if arrival is None else arrival[keep],
-        slo_class=named["slo_class"][keep] if "slo_class" in named else None,
-        origin=named["origin"][keep] if "origin" in named else None,
-        source_rows=raw.rows[keep],
-        dropped_rows=int((~keep).sum()),
-    )
 
 
-def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[Issue]]:
+class _Reader:
+    """Reads the chunks of one trace file, stopping once the rows of ``stop`` are read."""
+
+    def __init__(
+        self, path: Path, layout: Layout, issues: RowIssues, stop: TraceStop | None
+    ) -> None:
+        self.path = path
+        self.layout = layout
+        self.issues = issues
+        self.stop = stop
+        self.columns: list[str] | None = None
+        self.reported: set[str] = set()
+        self.clock = _Clock()
+        self.parts: list[_Part] = []
+        self.rows_read = 0
+        self.zero: float | None = None
+        self.in_slice = 0
+
+    @property
+    def has_time(self) -> bool:
+        column = self.layout.time_column
+        return column is not None and self.columns is not None and column in self.columns
+
+    def first(self, raw: RawChunk) -> bool:
+        """Take the file's columns from its first chunk; True when they are usable."""
+        usable = _check_columns(raw, self.layout, self.issues)
+        self.columns = list(raw.columns)
+        self.reported = {name for name in raw.columns if name not in self.layout.known_columns()}
+        return usable
+
+    def conform(self, raw: RawChunk, pending: _Pending) -> RawChunk:
+        """Give a later JSONL chunk the first chunk's columns (a key it lacks: all null)."""
+        assert self.columns is not None
+        known = list(self.layout.known_columns())
+        for name, cells in raw.columns.items():
+            if name in self.columns:
+                continue
+            if name in GENERIC_NAME_COLUMNS and self.layout.generic:
+                self.columns.append(name)
+            elif name == self.layout.time_column:
+                given = np.flatnonzero(cells.notna().to_numpy())
+                if not given.size:
+                    continue  # null in every record of the chunk: as if the key were absent
+                index = int(given[0])
+                pending.add(
+                    int(raw.rows[index]),
+                    name,
+                    cells.iloc[index],
+                    f"{name} in every record or in none (the first records have none)",
+                    "arrival time in some records only",
+                )
+            elif self.layout.generic and name not in self.reported:
+                self.reported.add(name)
+                _unknown_column(name, known, self.issues)
+        for name in self.columns:
+            if name not in raw.columns:
+                raw.columns[name] = pd.Series([None] * len(raw), dtype=object)
+        return raw
+
+    def parse(self, raw: RawChunk, pending: _Pending) -> _Part:
+        """Parse one chunk, holding its row problems in ``pending``."""
+        layout = self.layout
+        assert self.columns is not None
+        pending.items.extend(raw.line_problems)
+        prompt, prompt_ok = _tokens(raw, layout.prompt_column, layout, pending)
+        output, output_ok = _tokens(raw, layout.output_column, layout, pending)
+        seconds: FloatArray | None = None
+        good_time: BoolArray | None = None
+        if self.has_time:
+            seconds, good_time = _times(raw, layout, pending, self.clock)
+        names = {
+            name: _names(raw, name, pending)
+            for name in GENERIC_NAME_COLUMNS
+            if layout.generic and name in self.columns
+        }
+        keep = prompt_ok & output_ok & (prompt > 0) & (output > 0)
+        return _Part(raw.rows, prompt, output, keep, seconds, good_time, names)
+
+    def last_needed(self, part: _Part) -> int | None:
+        """Index of the chunk's last row the slice needs, when the slice ends in it."""
+        stop = self.stop
+        if stop is None or part.seconds is None or part.good_time is None:
+            return None
+        if self.zero is None:
+            kept = np.flatnonzero(part.keep)
+            if not kept.size:
+                return None
+            self.zero = float(part.seconds[kept[0]])
+        clock = part.seconds - self.zero
+        usable = part.keep & part.good_time
+        in_slice = usable & (clock >= stop.start_s)
+        ends: list[int] = []
+        if stop.end_s is not None:
+            beyond = np.flatnonzero(usable & (clock >= stop.end_s))
+            if beyond.size:
+                ends.append(int(beyond[0]))
+            in_slice &= clock < stop.end_s
+        if stop.max_rows is not None:
+            positions = np.flatnonzero(in_slice)
+            needed = max(1, stop.max_rows - self.in_slice)
+            if positions.size >= needed:
+                ends.append(int(positions[needed - 1]))
+        end = min(ends) if ends else None
+        self.in_slice += int(in_slice[: None if end is None else end + 1].sum())
+        return end
+
+    def read(self, chunks: Iterable[RawChunk]) -> bool:
+        """Read chunks until the slice is complete or the file ends; False if unusable."""
+        for raw in chunks:
+            pending = _Pending()
+            if self.columns is None:
+                if not self.first(raw):
+                    return False
+            else:
+                raw = self.conform(raw, pending)
+            part = self.parse(raw, pending)
+            end = self.last_needed(part)
+            if end is not None:
+                part = part.head(end + 1)
+            pending.replay(self.issues, None if end is None else int(part.rows[-1]))
+            self.parts.append(part)
+            self.rows_read += len(part.rows)
+            if self.rows_read > MAX_TRACE_ROWS:
+                self.issues.add_file_issue(
+                    "",
+                    f"more than {MAX_TRACE_ROWS:,} data rows",
+                    f"at most {MAX_TRACE_ROWS:,} rows read from one trace file (a source trace "
+                    "is read only up to the end of its slice: set workload.max_requests or "
+                    "duration_s, or cut the file)",
+                    "trace too long",
+                )
+                return False
+            if end is not None:
+                break
+        return True
+
+    def table(self) -> TraceTable | None:
+        """Join the chunks read into the table (None when there were problems)."""
+        if self.rows_read == 0:
+            self.issues.add_file_issue(
+                "", "(no data rows)", "at least one request row", "empty trace"
+            )
+            return None
+        if self.issues:
+            return None
+        parts = self.parts
+        keep = np.concatenate([p.keep for p in parts])
+        if not keep.any():
+            self.issues.add_file_issue(
+                "",
+                f"{self.rows_read} rows",
+                "at least one row with both lengths >= 1",
+                "every row is skipped",
+            )
+            return None
+        arrival: FloatArray | None = None
+        if self.has_time:
+            arrival = np.concatenate([p.seconds for p in parts if p.seconds is not None])
+            arrival = arrival - arrival[np.flatnonzero(keep)[0]]
+        named = {
+            name: np.concatenate([p.names.get(name, text_array("", len(p.rows))) for p in parts])
+            for name in GENERIC_NAME_COLUMNS
+            if self.layout.generic and self.columns is not None and name in self.columns
+        }
+        return TraceTable(
+            path=self.path,
+            format=self.layout.name,
+            prompt_tokens=np.concatenate([p.prompt for p in parts])[keep],
+            output_tokens=np.concatenate([p.output for p in parts])[keep],
+            arrival_s=None if arrival is None else arrival[keep],
+            slo_class=named["slo_class"][keep] if "slo_class" in named else None,
+            origin=named["origin"][keep] if "origin" in named else None,
+            source_rows=np.concatenate([p.rows for p in parts])[keep],
+            dropped_rows=int((~keep).sum()),
+        )
+
+
+def load_trace(
+    path: Path, fmt: str = "auto", stop: TraceStop | None = None
+) -> tuple[TraceTable | None, list[Issue]]:
     """Read a trace file, returning the table or every problem found.
+
+    The file is read in chunks of rows. With ``stop``, reading ends with the
+    chunk holding the slice's last row (rows after it are not checked);
+    otherwise to the end of the file. Either way at most
+    :data:`~simulator.limits.MAX_TRACE_ROWS` rows are read.
 
     Args:
         path: The trace file.
         fmt: One of :data:`~simulator.workload.trace_formats.FORMAT_CHOICES`;
             ``auto`` detects the format from the extension and first line.
+        stop: The slice a source trace is read for (None: the whole file).
 
     Returns:
         ``(table, [])`` on success, ``(None, issues)`` otherwise.
@@ -380,27 +549,21 @@ def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[I
     if problem is not None:
         issues.add_file_issue("", str(path), "an existing trace file", f"trace file {problem}")
         return None, issues.issues()
+    table: TraceTable | None = None
     try:
-        overlong = _overlong_line(path)
-    except OSError as exc:
-        issues.add_file_issue("", str(exc), "a readable trace file", "cannot read the trace")
-        return None, issues.issues()
-    if overlong is not None:
-        number, length, head = overlong
-        issues.add_file_issue(
-            f"line {number}",
-            head + "...",
-            f"lines of at most {MAX_TRACE_LINE_BYTES} bytes",
-            f"line of {length} bytes is too long",
-        )
-        return None, issues.issues()
-    try:
+        check_first_line(path)
         layout = layout_for(path, detect_format(path) if fmt == "auto" else fmt)
+        chunks = csv_chunks(path) if layout.container == "csv" else jsonl_chunks(path)
+        reader = _Reader(path, layout, issues, stop)
+        try:
+            if reader.read(chunks):
+                table = reader.table()
+        finally:
+            chunks.close()
+    except TraceFileError as exc:
+        issues.add_file_issue(exc.key, exc.value, exc.allowed, exc.problem)
     except (OSError, UnicodeDecodeError) as exc:
         issues.add_file_issue("", str(exc), "a readable UTF-8 text file", "cannot read the trace")
-        return None, issues.issues()
-    raw = _read_csv(path, issues) if layout.container == "csv" else _read_jsonl(path, issues)
-    table = None if raw is None else _parse(raw, path, layout, issues)
     if table is None:
         found = issues.issues()
         return None, found or [
@@ -409,13 +572,13 @@ def load_trace(path: Path, fmt: str = "auto") -> tuple[TraceTable | None, list[I
     return table, []
 
 
-def read_trace(path: Path, fmt: str = "auto") -> TraceTable:
+def read_trace(path: Path, fmt: str = "auto", stop: TraceStop | None = None) -> TraceTable:
     """Read a trace file (see :func:`load_trace`).
 
     Raises:
         InputError: With every problem found in the file.
     """
-    table, issues = load_trace(path, fmt)
+    table, issues = load_trace(path, fmt, stop)
     if table is None:
         raise InputError(issues)
     return table
