@@ -67,10 +67,19 @@ def test_capacity_bisection_stops_after_a_bounded_number_of_probes(
 
     def run(scenario: Any) -> Any:
         passed = scenario.scale < 1.0
-        requests = {"measured": 10}
+        requests = {
+            "measured": 10,
+            "completed": 10 if passed else 0,
+            "unfinished": 0 if passed else 10,
+            "rejected_by_reason": {},
+        }
         return SimpleNamespace(
             summary={
-                "goodput": {"slo_attainment": 1.0 if passed else 0.0},
+                "goodput": {
+                    "slo_attainment": 1.0 if passed else 0.0,
+                    "requests_per_s": 10.0 if passed else 0.0,
+                    "requests_per_gpu_s": 10.0 if passed else 0.0,
+                },
                 "requests": requests,
                 "measured_s": 1.0,
             }
@@ -564,7 +573,8 @@ def test_times_and_prices_whose_totals_would_overflow_are_refused(
     path = write_scenario(tmp_path, mode="distributed", workload=workload, extra=extra)
     assert simulate_main(["run", str(path), "-o", str(tmp_path / "out"), "-q", *options]) == 2
     err = capsys.readouterr().err
-    assert f"{key}: " in err and problem in err, err
+    where = f"--set {options[1]}: " if options else f"{key}: "  # a --set is blamed on the option
+    assert where in err and problem in err, err
 
 
 def test_an_infinite_summary_value_is_an_error_not_null() -> None:
