@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from simulator import written_results
+import simulator.written_results as written_results
 from simulator.errors import (
     EXIT_INPUT_ERROR,
     EXIT_NON_FINITE_RESULT,

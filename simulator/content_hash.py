@@ -19,7 +19,7 @@ from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
-from simulator import __version__
+from simulator._version import __version__
 from simulator.builtin_data import builtin_path, is_builtin
 from simulator.scenario.load import TRACE_PREFIX, file_references
 from simulator.scenario.model import Scenario

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from simulator import __version__, written_results
+import simulator.written_results as written_results
+from simulator._version import __version__
 from simulator.content_hash import code_sha256, input_sha256, scenario_sha256
 from simulator.errors import InputError, NonFiniteResult, make_issue
 from simulator.runner import Result

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from simulator import written_results
+import simulator.written_results as written_results
 from simulator.capacity_bounds import (
     DEFAULT_HIGH,
     DEFAULT_LOW,

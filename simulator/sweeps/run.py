@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from simulator import written_results
+import simulator.written_results as written_results
 from simulator.content_hash import code_sha256, input_sha256
 from simulator.errors import InputError, make_issue
 from simulator.outputs import OUTPUT_FILES
