@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from simulator.scenario.build import MODEL_LISTS, PHASES_BY_MODE
+from simulator.scenario.sections.context import MODEL_LISTS, PHASES_BY_MODE
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = REPO / "device_profiles"
