@@ -21,8 +21,9 @@ from simulator.planner.online import OnlinePlanner
 from simulator.planner.windows import WindowRunner
 from simulator.rng import RandomStreams
 from simulator.scenario.model import Scenario
-from simulator.scenario.reach import build_requests
+from simulator.scenario.requests import run_requests
 from simulator.workload import RequestTable
+from simulator.workload.run_requests import build_requests as build_requests
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def run(
             one after another in this process; see :mod:`simulator.planner.windows`).
     """
     started = time.perf_counter()
-    table = requests if requests is not None else build_requests(scenario)
+    table = requests if requests is not None else run_requests(scenario)
     engine = Engine(
         build_runtime(scenario),
         table,
@@ -137,7 +138,7 @@ def snapshot(scenario: Scenario, at_s: float, *, requests: RequestTable | None =
         at_s: The stop time (greater than 0).
         requests: Replay these requests instead of the scenario's workload.
     """
-    table = requests if requests is not None else build_requests(scenario)
+    table = requests if requests is not None else run_requests(scenario)
     engine = Engine(
         build_runtime(scenario), table, RandomStreams(scenario.seed), planner=planner_of(scenario)
     )

@@ -1106,7 +1106,7 @@ def test_a_gap_the_run_would_meet_is_refused_before_it_starts(tmp_path):
 
 def test_a_workload_beyond_the_request_limit_is_refused(tmp_path, monkeypatch, capsys):
     """Traces are counted once read: more rows than a run may hold are refused by name."""
-    monkeypatch.setattr("simulator.scenario.reach.MAX_REQUESTS", 3)
+    monkeypatch.setattr("simulator.workload.run_requests.MAX_REQUESTS", 3)
     scenario = write_scenario(tmp_path, mode="none", workload=synthetic(5, 1.0, 200, 10))
     code = simulate_main([str(scenario), "-o", str(tmp_path / "out"), "-q"])
     assert code == 2

@@ -33,8 +33,8 @@ from simulator.engine.draft_device import DraftDevice
 from simulator.engine.runtime import build_runtime
 from simulator.rng import RandomStreams
 from simulator.scenario import load_scenario
-from simulator.scenario.reach import build_requests
 from simulator.validate import validate_file
+from simulator.workload.run_requests import build_requests
 from tests.engine_fixtures import synthetic
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from simulator.errors import InputError
 from simulator.lut import LutManager, LutTable
 from simulator.scenario.model import Scenario
 from simulator.scenario.reach import lut_reach_issues
+from simulator.scenario.requests import checked_requests
 from simulator.scenario.sections.context import BuildContext
 from simulator.scenario.sections.devices import build_device_classes, load_profiles
 from simulator.scenario.sections.lanes import build_lanes
@@ -50,7 +52,9 @@ def build_scenario(
 
     With ``simulation.lut_out_of_range: raise``, the LUT lookups the run
     will make for the workload's requests are checked against the grids too
-    (see :mod:`simulator.scenario.reach`), once everything else is valid.
+    (see :mod:`simulator.scenario.reach`), once everything else is valid;
+    the request table built for that is kept as :attr:`Scenario.requests`,
+    for the run to replay.
 
     Raises:
         InputError: With every cross-field and referenced-file problem.
@@ -98,7 +102,9 @@ def build_scenario(
         resolved_json=json.dumps(resolved if resolved is not None else document),
     )
     if scenario.simulation.lut_out_of_range == "raise":
-        reach = lut_reach_issues(scenario)
+        requests = checked_requests(scenario)
+        reach = lut_reach_issues(scenario, requests)
         if reach:
             raise InputError(reach)
+        scenario = replace(scenario, requests=requests)
     return scenario

@@ -16,7 +16,7 @@ from policies.batching import BatchLimits
 from simulator.acceptance import AcceptanceModel
 from simulator.devices import Availability, DeviceProfile
 from simulator.lut import LutKey, LutManager, OutOfRange
-from simulator.workload import WorkloadSpec
+from simulator.workload import RequestTable, WorkloadSpec
 
 Mode = Literal["none", "distributed", "fused", "hybrid"]
 DeviceType = Literal["draft", "target"]
@@ -407,6 +407,11 @@ class Scenario:
         luts: Every LUT the scenario references, loaded and indexed.
         resolved_json: The scenario document with defaults filled and
             overrides applied, as canonical JSON (see :meth:`resolved`).
+        requests: The request table the loader built from the workload and
+            seed to check the run's LUT lookups (``simulation.lut_out_of_range:
+            raise``), kept so that the run replays it instead of building it
+            again (see :mod:`simulator.scenario.requests`); ``None`` when the
+            loader built none. Not compared.
     """
 
     scenario_id: str
@@ -423,6 +428,7 @@ class Scenario:
     simulation: SimulationSpec
     luts: LutManager
     resolved_json: str
+    requests: RequestTable | None = field(default=None, compare=False, repr=False)
 
     def resolved(self) -> dict[str, Any]:
         """Return a fresh copy of the resolved scenario document."""

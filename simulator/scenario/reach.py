@@ -34,14 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.errors import InputError, Issue, make_issue
-from simulator.limits import MAX_ARRIVAL_S, MAX_REQUESTS
+from simulator.errors import Issue, make_issue
 from simulator.lut import LutGrid, LutKey
-from simulator.rng import RandomStreams
 from simulator.scenario.model import DeviceClass, ModelSpec, Scenario
-from simulator.scenario.planner_bounds import planner_window_issues
-from simulator.workload import RequestTable, SyntheticSource, generate_requests
-from simulator.workload.generate import ArrivalOverflowError
+from simulator.workload import RequestTable, SyntheticSource
 
 FIX = "or set simulation.lut_out_of_range: clamp or extrapolate"
 """The other way out, appended to every ``allowed`` text."""
@@ -51,71 +47,6 @@ LIST_OF_KIND = {"drafter": "drafter_models", "verifier": "verifier_models", "fus
 
 PLAIN_DECODE = "draft_decode"
 """The phase of a plain decode step (mode none)."""
-
-
-def build_requests(scenario: Scenario) -> RequestTable:
-    """Generate the scenario's request table from its workload and seed.
-
-    Raises:
-        InputError: The workload has more requests than a run may hold
-            (:data:`simulator.limits.MAX_REQUESTS`), or its planner would run
-            more what-if windows (:data:`simulator.limits.MAX_PLANNER_WINDOWS`),
-            or an arrival time divided by ``workload.arrival_scale`` is not finite.
-    """
-    streams = RandomStreams(scenario.seed)
-    clients = [(d.id, d.count) for d in scenario.clients()]
-    try:
-        table = generate_requests(scenario.workload, clients, streams)
-    except ArrivalOverflowError as exc:
-        source = scenario.workload.source
-        late = f"arrival times up to {MAX_ARRIVAL_S:g} s (the latest a run may have)"
-        if exc.last_s <= MAX_ARRIVAL_S:
-            issue = make_issue(
-                scenario.source_file,
-                "workload.arrival_scale",
-                exc.scale,
-                f">= {exc.last_s / MAX_ARRIVAL_S:.3g}: {late}; the last arrival is at "
-                f"{exc.last_s:.6g} s before scaling",
-                "arrival times too late once scaled",
-            )
-        elif isinstance(source, SyntheticSource):
-            issue = make_issue(
-                scenario.source_file,
-                "workload.synthetic.arrival",
-                repr(source.arrival),
-                f"an arrival process giving {late}: a higher rate_per_s, a shorter off_s",
-                "arrival times too late",
-            )
-        else:
-            issue = make_issue(
-                scenario.source_file,
-                "workload.duration_s",
-                getattr(source, "duration_s", None),
-                f"a trace slice whose arrivals span at most {MAX_ARRIVAL_S:g} s (set duration_s "
-                "or max_requests)",
-                f"the slice's last arrival is at {exc.last_s:.6g} s",
-            )
-        raise InputError([issue]) from None
-    if len(table) > MAX_REQUESTS:
-        raise InputError(
-            [
-                make_issue(
-                    scenario.source_file,
-                    "workload.max_requests",
-                    f"{len(table):,} requests in the workload",
-                    f"at most {MAX_REQUESTS:,} requests per run (set workload.max_requests "
-                    "or slice the trace)",
-                    "too many requests to simulate",
-                )
-            ]
-        )
-    if len(table):
-        until_s = scenario.simulation.until_s
-        last_s = float(np.max(table.arrival_s))
-        issues = planner_window_issues(scenario.source_file, scenario.planner, last_s, until_s)
-        if issues:
-            raise InputError(issues)
-    return table
 
 
 @dataclass(frozen=True)
@@ -404,7 +335,7 @@ class _Reach:
             )
 
 
-def lut_reach_issues(scenario: Scenario, table: RequestTable | None = None) -> list[Issue]:
+def lut_reach_issues(scenario: Scenario, table: RequestTable) -> list[Issue]:
     """Find the lookups a run of ``scenario`` would make outside its LUT grids.
 
     Only meaningful with ``simulation.lut_out_of_range: raise`` (the other
@@ -412,12 +343,12 @@ def lut_reach_issues(scenario: Scenario, table: RequestTable | None = None) -> l
 
     Args:
         scenario: A built scenario.
-        table: Its requests (default: generated from its workload and seed).
+        table: Its requests (see :mod:`simulator.scenario.requests`).
 
     Returns:
         One issue per offending key path, value and grid, in the scenario file.
     """
-    reach = _Reach(scenario, table if table is not None else build_requests(scenario))
+    reach = _Reach(scenario, table)
     if not len(reach.table):
         return []
     for look in reach.target_lookups() + reach.client_lookups():
