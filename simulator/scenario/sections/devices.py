@@ -1,4 +1,9 @@
-"""``hardware_profiles``: device profiles loaded, the models each class runs, availability, replica totals."""
+"""``hardware_profiles``: the device classes.
+
+Checks and builds each class: its profile loaded (its role matching the
+entry's type), the models it runs, its availability, and the total of
+target replicas.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +19,7 @@ from simulator.devices import (
 )
 from simulator.limits import MAX_TARGET_REPLICAS
 from simulator.loading import resolve_path
-from simulator.scenario.model import (
-    DeviceClass,
-    ModelSpec,
-)
+from simulator.scenario.model import DeviceClass, ModelSpec
 from simulator.scenario.sections.context import BuildContext
 
 

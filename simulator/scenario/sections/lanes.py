@@ -1,4 +1,8 @@
-"""``scheduler.lanes``: the split-round settings of a lane arbitration rule and the LUTs that price its lanes."""
+"""``scheduler.lanes``: the split-round settings of a lane arbitration rule.
+
+Refused unless a lane rule runs fused rounds; checks the overlap settings
+and loads the LUTs that price the drafter and verifier lanes.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,7 @@ from pathlib import Path
 
 from simulator.loading import resolve_path
 from simulator.lut import LutManager, LutTable, load_lut
-from simulator.scenario.model import (
-    DeviceClass,
-    LaneModel,
-    LanesSpec,
-    lane_lut_key,
-)
+from simulator.scenario.model import DeviceClass, LaneModel, LanesSpec, lane_lut_key
 from simulator.scenario.sections.context import SCHEMA, BuildContext
 
 

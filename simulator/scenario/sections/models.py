@@ -1,4 +1,8 @@
-"""``speculation.acceptance_models`` and the model lists: curves and LUTs loaded, each model of a kind the mode runs, LUT rows for every device that runs it."""
+"""``speculation`` model lists and ``acceptance_models``: the models a run uses.
+
+Loads the acceptance curves and the models' LUTs, checks each model is of a
+kind the mode runs, and that every device running a model finds its LUT rows.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,7 @@ from typing import Any, cast
 from simulator.acceptance import load_acceptance_model
 from simulator.loading import resolve_path
 from simulator.lut import LutKey, LutTable, load_lut
-from simulator.scenario.model import (
-    AcceptanceCurve,
-    DeviceClass,
-    ModelSpec,
-)
+from simulator.scenario.model import AcceptanceCurve, DeviceClass, ModelSpec
 from simulator.scenario.sections.context import MODEL_LISTS, BuildContext
 
 

@@ -1,16 +1,14 @@
-"""``network``: links between declared device classes, jitter and payload sizes; every client class linked to a target."""
+"""``network``: the links between device classes, jitter and payload sizes.
+
+Checks each link joins two declared classes of different types once, and
+that every client class is linked to a target pool.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from simulator.scenario.model import (
-    DeviceClass,
-    JitterSpec,
-    Link,
-    NetworkSpec,
-    PayloadSpec,
-)
+from simulator.scenario.model import DeviceClass, JitterSpec, Link, NetworkSpec, PayloadSpec
 from simulator.scenario.sections.context import BuildContext
 
 

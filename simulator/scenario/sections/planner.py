@@ -1,4 +1,8 @@
-"""``planner``: the online planner's settings, refused where nothing would use them or the scenario cannot run a candidate."""
+"""``planner``: the online planner's settings.
+
+Refused where no planner runs, or where the scenario could not run one of
+its candidates.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policies import registry
-from simulator.scenario.model import (
-    Penalties,
-    PlannerSpec,
-)
+from simulator.scenario.model import Penalties, PlannerSpec
 from simulator.scenario.planner_bounds import planner_size_issues
 from simulator.scenario.sections.context import SCHEMA, BuildContext
 

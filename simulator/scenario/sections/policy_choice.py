@@ -1,4 +1,4 @@
-"""Policies named in a scenario: look the class up (or import a consented plug-in), build its parameters."""
+"""Policies named in a scenario: a registered name or a consented plug-in, parameters built."""
 
 from __future__ import annotations
 
@@ -18,9 +18,7 @@ from policies.plugins import (
 )
 from simulator.errors import Issue
 from simulator.loading import schema_issues
-from simulator.scenario.model import (
-    PolicyChoice,
-)
+from simulator.scenario.model import PolicyChoice
 from simulator.scenario.sections.context import BuildContext
 
 

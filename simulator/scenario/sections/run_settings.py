@@ -1,13 +1,12 @@
-"""``metadata``, ``metrics``, ``simulation`` and ``workload``: run-level settings, and the workload's client classes declared."""
+"""``metadata``, ``metrics``, ``simulation`` and ``workload``: the run-level settings.
+
+The workload's origins must name declared client classes.
+"""
 
 from __future__ import annotations
 
 from simulator.errors import make_issue
-from simulator.scenario.model import (
-    Metadata,
-    MetricsSpec,
-    SimulationSpec,
-)
+from simulator.scenario.model import Metadata, MetricsSpec, SimulationSpec
 from simulator.scenario.sections.context import BuildContext
 from simulator.workload import TraceSource, WorkloadSpec, build_workload_spec
 from simulator.workload.issue_collector import row_key

@@ -1,4 +1,4 @@
-"""``scheduler``: lanes and their batching, routing, admission, arbitration, drafter selection, the KV guard."""
+"""``scheduler``: lanes, routing, admission, arbitration, drafter selection, the KV guard."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def _draft_selection(ctx: BuildContext) -> PolicyChoice:
 
 
 def build_scheduler(ctx: BuildContext, lanes: LanesSpec) -> SchedulerSpec:
-    """Build the lanes and policies; refuse batching settings the arbitration rule or mode does not use."""
+    """Build the lanes and policies; refuse batching the arbitration rule or mode does not use."""
     sched = ctx.doc["scheduler"]
     if sched["arbitration"]["policy"] == "chunked_prefill":
         if sched["prefill"]["policy"] != "fcfs":

@@ -1,14 +1,12 @@
-"""``speculation`` (mode, draft lengths, k controller, hybrid policy): settings the mode uses, ranges that agree."""
+"""``speculation``: mode, draft lengths, k controller and hybrid policy.
+
+Refuses settings the mode does not use and draft lengths out of range.
+"""
 
 from __future__ import annotations
 
 from policies import registry
-from simulator.scenario.model import (
-    AcceptanceCurve,
-    ModelSpec,
-    PolicyChoice,
-    SpeculationSpec,
-)
+from simulator.scenario.model import AcceptanceCurve, ModelSpec, PolicyChoice, SpeculationSpec
 from simulator.scenario.sections.context import BuildContext
 from simulator.scenario.sections.policy_choice import build_policy
 
@@ -19,7 +17,7 @@ SPECULATING_KEYS: tuple[str, ...] = ("k", "temperature", "adaptive_k", "acceptan
 def build_speculation(
     ctx: BuildContext, models: dict[str, ModelSpec], curves: dict[str, AcceptanceCurve]
 ) -> SpeculationSpec:
-    """Build the speculation settings; refuse those the mode ignores and draft lengths out of range."""
+    """Build the speculation settings; refuse those the mode ignores, draft lengths out of range."""
     spec = ctx.doc["speculation"]
     mode = spec["mode"]
     if mode == "none":
