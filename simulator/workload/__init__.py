@@ -4,7 +4,11 @@ A scenario's ``workload`` section names a trace to replay (``trace://...``) or
 a synthetic generator, plus SLO classes and how requests are attributed to
 client device classes. :func:`build_workload_spec` checks the section and reads
 its trace files into a frozen :class:`WorkloadSpec`;
-:func:`generate_requests` turns that into the run's :class:`RequestTable`.
+:func:`generate_requests` turns that into the run's :class:`RequestTable`;
+:func:`simulator.workload.run_requests.build_requests` does so for a loaded
+scenario (its seed and client classes) and refuses a table a run may not
+hold. Nothing here imports :mod:`simulator.scenario`, which imports this
+package.
 The section's reference is ``docs/workload.md``.
 """
 
