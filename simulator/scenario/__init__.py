@@ -17,8 +17,8 @@ every module may import :mod:`simulator.errors`, :mod:`simulator.limits`,
 * :mod:`~simulator.scenario.build`: the coordinator. It runs the section
   modules in a fixed order over one shared context (so issues keep their
   order), assembles the :class:`Scenario` and, with
-  ``simulation.lut_out_of_range: raise``, runs ``reach``; imports
-  ``sections.*``, ``reach``, ``model``.
+  ``simulation.lut_out_of_range: raise``, builds the request table and runs
+  ``reach``; imports ``sections.*``, ``requests``, ``reach``, ``model``.
 * :mod:`~simulator.scenario.sections.context`: ``BuildContext``, the
   document, the issue list and the answers that depend on several sections
   (LUT phases needed, whether rounds split into lanes, multi-model draft
@@ -48,9 +48,13 @@ two sections both need is answered by the context.
 
 * :mod:`~simulator.scenario.planner_bounds`: bounds on the planner's work;
   imports ``model``.
+* :mod:`~simulator.scenario.requests`: the run's request table, built once
+  (:func:`simulator.workload.run_requests.build_requests`) and bounded by the
+  planner's what-if windows; the loader keeps it on the scenario when it
+  needs it, the runner replays that one; imports ``model``, ``planner_bounds``.
 * :mod:`~simulator.scenario.reach`: will the run's LUT lookups stay on the
-  grids (``lut_out_of_range: raise``); imports ``model``, ``planner_bounds``
-  and the request table builder of :mod:`simulator.workload`.
+  grids (``lut_out_of_range: raise``), from the scenario and its request
+  table; imports ``model``.
 * :mod:`~simulator.scenario.reference`: the generated key reference.
 """
 
