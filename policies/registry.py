@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from policies.base import capability_defaults
+
 
 class PolicyRegistryError(Exception):
     """A programming error in registering policies (not a user input error)."""
@@ -43,7 +45,8 @@ class PolicyClass(Protocol):
     Params: ClassVar[type[Any]]
     """A frozen dataclass of the policy's parameters (may have no fields)."""
     params_schema: ClassVar[Mapping[str, Any]]
-    """JSON Schema of the ``params`` mapping a scenario may give the policy."""
+    """JSON Schema of the ``params`` mapping a scenario may give the policy (built-ins derive it
+    from ``Params``: :mod:`policies.params`)."""
 
 
 P = TypeVar("P", bound=type[Any])
@@ -64,6 +67,12 @@ class PolicyRegistry(Generic[P]):
         self._classes: dict[str, P] = {}
         self._origins: dict[str, str] = {}
         self._imported: dict[str, P] = {}
+        self.capabilities: Mapping[str, Any] = {}
+        """The capabilities the family's protocol declares, with their defaults."""
+
+    def declare_protocol(self, protocol: type[Any]) -> None:
+        """Name the family's protocol; its capabilities become :attr:`capabilities`."""
+        self.capabilities = capability_defaults(protocol)
 
     def register(self, cls: P) -> P:
         """Class decorator: register ``cls`` under ``cls.name``.
