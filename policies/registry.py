@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from policies.base import capability_defaults
 
@@ -35,18 +35,6 @@ class UnknownPolicyError(KeyError):
         self.name = name
         self.known = known
         super().__init__(f"unknown {family} policy {name!r}; valid: {', '.join(known)}")
-
-
-class PolicyClass(Protocol):
-    """What every registered policy class provides."""
-
-    name: ClassVar[str]
-    """The registered name, as written in scenarios."""
-    Params: ClassVar[type[Any]]
-    """A frozen dataclass of the policy's parameters (may have no fields)."""
-    params_schema: ClassVar[Mapping[str, Any]]
-    """JSON Schema of the ``params`` mapping a scenario may give the policy (built-ins derive it
-    from ``Params``: :mod:`policies.params`)."""
 
 
 P = TypeVar("P", bound=type[Any])
