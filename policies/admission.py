@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
-from policies.batching import NO_PARAMS_SCHEMA, NoParams
+from policies.base import Policy
 from policies.families import ADMISSION
+from policies.params import NoParams, param
 from policies.views import AdmissionDecision, AdmissionQuery
 
 
-class AdmissionPolicy(Protocol):
-    """Admits or rejects an arriving request."""
+class AdmissionPolicy(Policy, Protocol):
+    """Admits or rejects an arriving request.
+
+    Attributes:
+        predicts_ttft: The engine fills the TTFT prediction of
+            ``AdmissionQuery`` (and keeps the predicted prefill queues it
+            needs). Default ``False``.
+    """
+
+    predicts_ttft: ClassVar[bool] = False
 
     def decide(self, query: AdmissionQuery) -> AdmissionDecision:
         """Return whether to admit, with a reason when rejecting."""
         ...
 
 
+ADMISSION.declare_protocol(AdmissionPolicy)
+
+
 @ADMISSION.register
-class AdmitAll:
+class AdmitAll(AdmissionPolicy):
     """Admit every request (queues grow without bound under overload)."""
 
     name: ClassVar[str] = "admit_all"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params if params is not None else NoParams()
@@ -43,11 +52,11 @@ class MaxInFlightParams:
         limit: Most requests admitted and not yet finished at once.
     """
 
-    limit: int
+    limit: int = param(minimum=1)
 
 
 @ADMISSION.register
-class MaxInFlight:
+class MaxInFlight(AdmissionPolicy):
     """Admit while fewer than ``limit`` requests are in flight; defer the others.
 
     Never rejects: a deferred request is admitted, in arrival order, once a
@@ -55,13 +64,7 @@ class MaxInFlight:
     """
 
     name: ClassVar[str] = "max_in_flight"
-    Params: ClassVar[type[MaxInFlightParams]] = MaxInFlightParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["limit"],
-        "properties": {"limit": {"type": "integer", "minimum": 1}},
-    }
+    Params = MaxInFlightParams
 
     def __init__(self, params: MaxInFlightParams) -> None:
         self.params = params
@@ -84,9 +87,9 @@ class TokenBucketParams:
             arriving to an empty bucket.
     """
 
-    rate_per_s: float
-    burst: int = 1
-    on_empty: str = "defer"
+    rate_per_s: float = param(exclusive_minimum=0)
+    burst: int = param(1, minimum=1)
+    on_empty: str = param("defer", enum=("defer", "reject"))
 
 
 TIME_EPSILON = 1e-9
@@ -94,21 +97,11 @@ TIME_EPSILON = 1e-9
 
 
 @ADMISSION.register
-class TokenBucket:
+class TokenBucket(AdmissionPolicy):
     """Admit a request only with a token; tokens refill at ``rate_per_s`` up to ``burst``."""
 
     name: ClassVar[str] = "token_bucket"
-    Params: ClassVar[type[TokenBucketParams]] = TokenBucketParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["rate_per_s"],
-        "properties": {
-            "rate_per_s": {"type": "number", "exclusiveMinimum": 0},
-            "burst": {"type": "integer", "minimum": 1, "default": 1},
-            "on_empty": {"enum": ["defer", "reject"], "default": "defer"},
-        },
-    }
+    Params = TokenBucketParams
 
     def __init__(self, params: TokenBucketParams) -> None:
         self.params = params
@@ -144,13 +137,13 @@ class SloGuardParams:
             again when no request ends meanwhile.
     """
 
-    action: str = "reject"
-    max_defer_ms: float = 1000.0
-    recheck_ms: float = 10.0
+    action: str = param("reject", enum=("reject", "defer"))
+    max_defer_ms: float = param(1000.0, minimum=0)
+    recheck_ms: float = param(10.0, exclusive_minimum=0)
 
 
 @ADMISSION.register
-class SloGuard:
+class SloGuard(AdmissionPolicy):
     """Turn away requests whose predicted TTFT breaks their SLO (reason ``slo_guard``).
 
     Predicted TTFT = time already waited for admission + predicted prefill
@@ -160,16 +153,7 @@ class SloGuard:
 
     name: ClassVar[str] = "slo_guard"
     predicts_ttft: ClassVar[bool] = True
-    Params: ClassVar[type[SloGuardParams]] = SloGuardParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "action": {"enum": ["reject", "defer"], "default": "reject"},
-            "max_defer_ms": {"type": "number", "minimum": 0, "default": 1000.0},
-            "recheck_ms": {"type": "number", "exclusiveMinimum": 0, "default": 10.0},
-        },
-    }
+    Params = SloGuardParams
 
     def __init__(self, params: SloGuardParams | None = None) -> None:
         self.params = params if params is not None else SloGuardParams()

@@ -43,12 +43,12 @@ is an opaque batch that the replica knows how to run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol
 
-from policies.batching import NO_PARAMS_SCHEMA, NoParams
+from policies.base import Policy
 from policies.families import ARBITRATION
+from policies.params import NoParams, param
 
 INF = float("inf")
 
@@ -139,28 +139,36 @@ class ReplicaLanes(Protocol):
         ...
 
 
-class ArbitrationRule(Protocol):
+class ArbitrationRule(Policy, Protocol):
     """Chooses a replica's next iteration.
 
-    A replica builds its own rule, so a rule may keep per-replica state. A
-    rule whose class sets ``splits_rounds = True`` runs a fused replica's
-    rounds as separate draft and verify iterations (and atomic rounds), on a
-    GPU shared as ``scheduler.lanes`` says; the replica then asks it again
-    whenever the GPU may take another iteration.
+    A replica builds its own rule, so a rule may keep per-replica state.
+
+    Attributes:
+        splits_rounds: The rule runs a fused replica's rounds as separate
+            draft and verify iterations (and atomic rounds), on a GPU shared
+            as ``scheduler.lanes`` says; the replica then asks it again
+            whenever the GPU may take another iteration. Default ``False``.
+        verify_lane: A k controller's queue depth is the verify lane's
+            (else the decode lane's). Default ``False``.
     """
+
+    splits_rounds: ClassVar[bool] = False
+    verify_lane: ClassVar[bool] = False
 
     def choose(self, lanes: ReplicaLanes) -> tuple[Work | None, float]:
         """Return the next iteration, or ``None`` and when to decide again (inf: on a change)."""
         ...
 
 
+ARBITRATION.declare_protocol(ArbitrationRule)
+
+
 @ARBITRATION.register
-class PrefillFirst:
+class PrefillFirst(ArbitrationRule):
     """Whole-prompt prefill batches go before decode-lane iterations."""
 
     name: ClassVar[str] = "prefill_first"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params if params is not None else NoParams()
@@ -185,29 +193,21 @@ class ChunkedPrefillParams:
             prefill chunk tokens), like vLLM's ``max_num_batched_tokens``.
     """
 
-    token_budget: int = 2048
+    token_budget: int = param(
+        2048,
+        minimum=1,
+        description="Most tokens per iteration: decode tokens (1 per plain decode, "
+        "k + 1 per verify or fused round) plus prefill chunk tokens (vLLM's "
+        "max_num_batched_tokens; 2048 is a budget Sarathi-Serve evaluates).",
+    )
 
 
 @ARBITRATION.register
-class ChunkedPrefill:
+class ChunkedPrefill(ArbitrationRule):
     """Decode-lane work first, prefill chunks in the rest of a per-iteration token budget."""
 
     name: ClassVar[str] = "chunked_prefill"
-    Params: ClassVar[type[ChunkedPrefillParams]] = ChunkedPrefillParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "token_budget": {
-                "type": "integer",
-                "minimum": 1,
-                "default": 2048,
-                "description": "Most tokens per iteration: decode tokens (1 per plain decode, "
-                "k + 1 per verify or fused round) plus prefill chunk tokens (vLLM's "
-                "max_num_batched_tokens; 2048 is a budget Sarathi-Serve evaluates).",
-            }
-        },
-    }
+    Params = ChunkedPrefillParams
 
     def __init__(self, params: ChunkedPrefillParams | None = None) -> None:
         self.params = params if params is not None else ChunkedPrefillParams()
@@ -225,12 +225,10 @@ class ChunkedPrefill:
 
 
 # -- lane rules: split rounds ------------------------------------------------
-class _LaneRule:
-    """What every lane rule shares: it splits rounds and has no verify lane unless it says so."""
+class _LaneRule(ArbitrationRule):
+    """What every lane rule shares: it splits rounds (and has no verify lane unless it says so)."""
 
     splits_rounds: ClassVar[bool] = True
-    verify_lane: ClassVar[bool] = False
-    """Whether the k controller's queue depth is the verify lane's (else the decode lane's)."""
 
 
 class _OldestFirst(_LaneRule):
@@ -271,8 +269,6 @@ class Baseline(_OldestFirst):
     """Every running request is its own batch-1 worker (Verify-PD baseline)."""
 
     name: ClassVar[str] = "baseline"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
     per_request: ClassVar[bool] = True
 
 
@@ -281,17 +277,6 @@ class PrefillDecode(_OldestFirst):
     """A prefill lane and a round-robin decode lane of atomic batch-1 rounds (Verify-PD PD)."""
 
     name: ClassVar[str] = "pd"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
-
-
-_VERIFY_FIRST_MARGIN_SCHEMA: Mapping[str, Any] = {
-    "type": ["integer", "null"],
-    "minimum": 0,
-    "default": None,
-    "description": "Verify goes before decode while the verify queue is longer than the "
-    "decode queue by more than this (the Verify-PD scheduler's rule uses 2); null: never.",
-}
 
 
 @dataclass(frozen=True)
@@ -303,7 +288,12 @@ class PdvParams:
             longer than the decode queue by more than this (``None``: never).
     """
 
-    verify_first_margin: int | None = None
+    verify_first_margin: int | None = param(
+        None,
+        minimum=0,
+        description="Verify goes before decode while the verify queue is longer than the "
+        "decode queue by more than this (the Verify-PD scheduler's rule uses 2); null: never.",
+    )
 
 
 @ARBITRATION.register
@@ -311,12 +301,7 @@ class PrefillDecodeVerify(_LaneRule):
     """Prefill, decode (draft) and verify lanes, decode > verify > prefill (Verify-PD PDV)."""
 
     name: ClassVar[str] = "pdv"
-    Params: ClassVar[type[Any]] = PdvParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"verify_first_margin": _VERIFY_FIRST_MARGIN_SCHEMA},
-    }
+    Params = PdvParams
     verify_lane: ClassVar[bool] = True
 
     def __init__(self, params: Any = None) -> None:
@@ -351,17 +336,20 @@ class PrefillDecodeVerify(_LaneRule):
 
 
 @dataclass(frozen=True)
-class PdvHybridParams:
-    """Parameters of :class:`PrefillDecodeVerifyHybrid`.
+class PdvHybridParams(PdvParams):
+    """Parameters of :class:`PrefillDecodeVerifyHybrid`: :class:`PdvParams`' and one more.
 
     Attributes:
-        verify_first_margin: As :class:`PdvParams`.
         hybrid_threshold: Atomic batch-1 rounds while at most this many
             requests run; draft and verify iterations above.
     """
 
-    verify_first_margin: int | None = None
-    hybrid_threshold: int = 3
+    hybrid_threshold: int = param(
+        3,
+        minimum=0,
+        description="Atomic rounds while at most this many requests run "
+        "(the Verify-PD hybrid uses 3).",
+    )
 
 
 @ARBITRATION.register
@@ -369,25 +357,12 @@ class PrefillDecodeVerifyHybrid(PrefillDecodeVerify):
     """As ``pdv``, with ``pd``'s atomic rounds while few requests run (Verify-PD hybrid)."""
 
     name: ClassVar[str] = "pdv_hybrid"
-    Params: ClassVar[type[Any]] = PdvHybridParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "verify_first_margin": _VERIFY_FIRST_MARGIN_SCHEMA,
-            "hybrid_threshold": {
-                "type": "integer",
-                "minimum": 0,
-                "default": 3,
-                "description": "Atomic rounds while at most this many requests run "
-                "(the Verify-PD hybrid uses 3).",
-            },
-        },
-    }
+    Params = PdvHybridParams
 
     def __init__(self, params: PdvHybridParams | None = None) -> None:
-        super().__init__(params if params is not None else PdvHybridParams())
-        self.rounds_up_to = self.params.hybrid_threshold
+        chosen = params if params is not None else PdvHybridParams()
+        super().__init__(chosen)
+        self.rounds_up_to = chosen.hybrid_threshold
 
 
 @dataclass(frozen=True)
@@ -399,7 +374,13 @@ class UnifiedParams:
             holds fewer than this many times the batch size.
     """
 
-    unified_admit_factor: float = 1.2
+    unified_admit_factor: float = param(
+        1.2,
+        exclusive_minimum=0,
+        description="A pass admits one prompt while the decode queue holds fewer "
+        "than this many times scheduler.verify.batching.max_batch requests (the "
+        "Verify-PD unified worker uses 1.2).",
+    )
 
 
 @ARBITRATION.register
@@ -407,21 +388,7 @@ class UnifiedWorker(_LaneRule):
     """One worker making passes: a prompt, then a batch's atomic rounds (Verify-PD unified)."""
 
     name: ClassVar[str] = "pdv_unified"
-    Params: ClassVar[type[UnifiedParams]] = UnifiedParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "unified_admit_factor": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "default": 1.2,
-                "description": "A pass admits one prompt while the decode queue holds fewer "
-                "than this many times scheduler.verify.batching.max_batch requests (the "
-                "Verify-PD unified worker uses 1.2).",
-            }
-        },
-    }
+    Params = UnifiedParams
 
     def __init__(self, params: UnifiedParams | None = None) -> None:
         self.params = params if params is not None else UnifiedParams()

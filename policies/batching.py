@@ -7,11 +7,14 @@ waiting items and the clock, say which to run now or when to look again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
+from policies.base import Policy
 from policies.families import DRAFT_SCHEDULING, PREFILL_BATCHING, VERIFY_BATCHING
+from policies.params import NoParams as NoParams  # re-exported: a policy without parameters
+from policies.params import param
 from policies.views import BatchChoice, QueuedItem
 
 
@@ -39,8 +42,19 @@ class BatchLimits:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
 
-class BatchingPolicy(Protocol):
-    """Decides which waiting items form the next iteration of a lane."""
+class BatchingPolicy(Policy, Protocol):
+    """Decides which waiting items form the next iteration of a lane.
+
+    Attributes:
+        predicts_ttft: (prefill lane) The engine fills ``QueuedItem.prefill_s``
+            for prefill items: the LUT prefill time of the batch made of the
+            waiting prompts up to and including the item. Default ``False``.
+        reads_kv: (verify lane) The engine fills ``QueuedItem.kv_need_mb``
+            and ``kv_free_mb`` for verify items. Default ``False``.
+    """
+
+    predicts_ttft: ClassVar[bool] = False
+    reads_kv: ClassVar[bool] = False
 
     def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
         """Return the items to run now, or when to be asked again.
@@ -51,22 +65,14 @@ class BatchingPolicy(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class NoParams:
-    """Parameters of a policy that has none."""
-
-
-NO_PARAMS_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {},
-}
+for _family in (PREFILL_BATCHING, DRAFT_SCHEDULING, VERIFY_BATCHING):
+    _family.declare_protocol(BatchingPolicy)
 
 
 _TAKE_FIRST = BatchChoice((0,))
 
 
-class SizeTimeoutBatcher:
+class SizeTimeoutBatcher(BatchingPolicy):
     """First come, first served with a size/timeout rule.
 
     Runs the oldest items as soon as ``max_batch`` are waiting, or when the
@@ -74,9 +80,6 @@ class SizeTimeoutBatcher:
     (an item larger than the token budget on its own still runs alone, so
     nothing starves).
     """
-
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
 
     def __init__(self, limits: BatchLimits, params: NoParams | None = None) -> None:
         self.limits = limits
@@ -174,9 +177,9 @@ class LeastSlackParams:
         per_context_token_us: Added per token of context it attends over.
     """
 
-    base_ms: float = 0.0
-    per_new_token_ms: float = 0.0
-    per_context_token_us: float = 0.0
+    base_ms: float = param(0.0, minimum=0)
+    per_new_token_ms: float = param(0.0, minimum=0)
+    per_context_token_us: float = param(0.0, minimum=0)
 
 
 @VERIFY_BATCHING.register
@@ -193,16 +196,7 @@ class LeastSlackVerify(SizeTimeoutBatcher):
     """
 
     name: ClassVar[str] = "least_slack"
-    Params: ClassVar[type[LeastSlackParams]] = LeastSlackParams  # type: ignore[assignment]
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "base_ms": {"type": "number", "minimum": 0, "default": 0.0},
-            "per_new_token_ms": {"type": "number", "minimum": 0, "default": 0.0},
-            "per_context_token_us": {"type": "number", "minimum": 0, "default": 0.0},
-        },
-    }
+    Params = LeastSlackParams
 
     def __init__(self, limits: BatchLimits, params: LeastSlackParams | None = None) -> None:
         super().__init__(limits)
@@ -244,7 +238,12 @@ class KvAwareEdfParams:
             and continues in fused mode on the same replica.
     """
 
-    on_kv_short: str = "delay"
+    on_kv_short: str = param(
+        "delay",
+        enum=KV_SHORT_ACTIONS,
+        description="delay: a verify item whose KV does not fit waits; spill_fused: "
+        "it continues in fused mode on its replica (needs a fused model there).",
+    )
 
     def __post_init__(self) -> None:
         if self.on_kv_short not in KV_SHORT_ACTIONS:
@@ -277,19 +276,7 @@ class KvAwareEdfVerify(EdfVerify):
 
     name: ClassVar[str] = "kv_aware_edf"
     reads_kv: ClassVar[bool] = True
-    Params: ClassVar[type[KvAwareEdfParams]] = KvAwareEdfParams  # type: ignore[assignment]
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "on_kv_short": {
-                "enum": list(KV_SHORT_ACTIONS),
-                "default": "delay",
-                "description": "delay: a verify item whose KV does not fit waits; spill_fused: "
-                "it continues in fused mode on its replica (needs a fused model there).",
-            },
-        },
-    }
+    Params = KvAwareEdfParams
 
     def __init__(self, limits: BatchLimits, params: KvAwareEdfParams | None = None) -> None:
         super().__init__(limits)

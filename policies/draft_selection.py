@@ -10,20 +10,24 @@ compares them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
+from policies.base import Policy
 from policies.families import DRAFT_SELECTION
+from policies.params import param
 from policies.views import DraftCandidate, DraftModelQuery
 
 
-class DraftSelectionPolicy(Protocol):
-    """Picks the drafter model of one request."""
+class DraftSelectionPolicy(Policy, Protocol):
+    """Picks the drafter model of one request (no capabilities beyond :class:`Policy`'s)."""
 
     def choose(self, query: DraftModelQuery) -> int:
         """Return the index (into ``query.candidates``) of the model to draft with."""
         ...
+
+
+DRAFT_SELECTION.declare_protocol(DraftSelectionPolicy)
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class FirstParams:
 
 
 @DRAFT_SELECTION.register
-class First:
+class First(DraftSelectionPolicy):
     """The first candidate: the first listed model that can serve the request.
 
     With a single model per class this is the only behaviour there is; with a
@@ -40,12 +44,7 @@ class First:
     """
 
     name: ClassVar[str] = "first"
-    Params: ClassVar[type[FirstParams]] = FirstParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {},
-    }
+    Params = FirstParams
 
     def __init__(self, params: FirstParams) -> None:
         self.params = params
@@ -72,7 +71,7 @@ def tokens_per_second(candidate: DraftCandidate, k: int, verify_step_s: float) -
 
 
 @DRAFT_SELECTION.register
-class AcceptanceSpeed:
+class AcceptanceSpeed(DraftSelectionPolicy):
     """The candidate with the most predicted tokens per second of draft + verify time.
 
     Score of a model: ``E[A + 1] / (k × t_draft + t_verify)`` with ``E[A + 1]``
@@ -86,12 +85,7 @@ class AcceptanceSpeed:
     """
 
     name: ClassVar[str] = "acceptance_speed"
-    Params: ClassVar[type[AcceptanceSpeedParams]] = AcceptanceSpeedParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {},
-    }
+    Params = AcceptanceSpeedParams
 
     def __init__(self, params: AcceptanceSpeedParams) -> None:
         self.params = params
@@ -115,11 +109,15 @@ class FixedParams:
         model: The drafter model's scenario name (``speculation.drafter_models[].name``).
     """
 
-    model: str
+    model: str = param(
+        min_length=1,
+        description="The drafter model to use (a speculation.drafter_models name "
+        "listed by a draft class with several models).",
+    )
 
 
 @DRAFT_SELECTION.register
-class Fixed:
+class Fixed(DraftSelectionPolicy):
     """The named model wherever the request's device may run it; otherwise the first candidate.
 
     Configuration, not a heuristic: the model to use is the scenario's (or
@@ -129,20 +127,7 @@ class Fixed:
     """
 
     name: ClassVar[str] = "fixed"
-    Params: ClassVar[type[FixedParams]] = FixedParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["model"],
-        "properties": {
-            "model": {
-                "type": "string",
-                "minLength": 1,
-                "description": "The drafter model to use (a speculation.drafter_models name "
-                "listed by a draft class with several models).",
-            }
-        },
-    }
+    Params = FixedParams
 
     def __init__(self, params: FixedParams) -> None:
         self.params = params

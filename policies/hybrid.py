@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
-from policies.batching import NO_PARAMS_SCHEMA, NoParams
+from policies.base import Policy
 from policies.families import HYBRID_MODE
+from policies.params import NoParams, param
 from policies.views import ModeQuery
 
 SpeculationRoute = Literal["distributed", "fused"]
 
 
-class HybridModePolicy(Protocol):
-    """Picks the speculation mode of one request."""
+class HybridModePolicy(Policy, Protocol):
+    """Picks the speculation mode of one request.
+
+    Attributes:
+        predicts_latency: The engine fills the ``ModeQuery`` fields after
+            ``target_outstanding_requests`` (the predicted round times of
+            both modes). Default ``False``.
+    """
+
+    predicts_latency: ClassVar[bool] = False
 
     def choose(self, query: ModeQuery) -> SpeculationRoute:
         """Return ``"distributed"`` or ``"fused"``."""
         ...
+
+
+HYBRID_MODE.declare_protocol(HybridModePolicy)
 
 
 @dataclass(frozen=True)
@@ -30,11 +41,13 @@ class RttThresholdParams:
         threshold_ms: Links with an RTT above this go fused.
     """
 
-    threshold_ms: float
+    threshold_ms: float = param(
+        minimum=0, description="Links with a round-trip time above this (ms) use fused mode."
+    )
 
 
 @HYBRID_MODE.register
-class RttThreshold:
+class RttThreshold(HybridModePolicy):
     """Fused when the origin's link RTT exceeds a threshold, distributed otherwise.
 
     A speculation round over a slow link pays one RTT per verify; above the
@@ -42,19 +55,7 @@ class RttThreshold:
     """
 
     name: ClassVar[str] = "rtt_threshold"
-    Params: ClassVar[type[RttThresholdParams]] = RttThresholdParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["threshold_ms"],
-        "properties": {
-            "threshold_ms": {
-                "type": "number",
-                "minimum": 0,
-                "description": "Links with a round-trip time above this (ms) use fused mode.",
-            }
-        },
-    }
+    Params = RttThresholdParams
 
     def __init__(self, params: RttThresholdParams) -> None:
         self.params = params
@@ -65,7 +66,7 @@ class RttThreshold:
 
 
 @HYBRID_MODE.register
-class PredictedLatency:
+class PredictedLatency(HybridModePolicy):
     """The mode with the smaller predicted time per committed token for this request.
 
     Per round of ``k`` drafts (Leviathan et al. 2023: a round commits
@@ -79,8 +80,6 @@ class PredictedLatency:
     """
 
     name: ClassVar[str] = "predicted_latency"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
     predicts_latency: ClassVar[bool] = True
 
     def __init__(self, params: NoParams | None = None) -> None:
@@ -111,11 +110,15 @@ class FusedFractionParams:
         fraction: Share of requests served fused, in ``[0, 1]``.
     """
 
-    fraction: float
+    fraction: float = param(
+        minimum=0,
+        maximum=1,
+        description="Share of requests served fused (evenly spread over arrivals).",
+    )
 
 
 @HYBRID_MODE.register
-class FusedFraction:
+class FusedFraction(HybridModePolicy):
     """A fixed share of requests goes fused, spread evenly over arrivals.
 
     Deterministic (a floor counter, no randomness): the ``n``-th request asked
@@ -125,20 +128,7 @@ class FusedFraction:
     """
 
     name: ClassVar[str] = "fused_fraction"
-    Params: ClassVar[type[FusedFractionParams]] = FusedFractionParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["fraction"],
-        "properties": {
-            "fraction": {
-                "type": "number",
-                "minimum": 0,
-                "maximum": 1,
-                "description": "Share of requests served fused (evenly spread over arrivals).",
-            }
-        },
-    }
+    Params = FusedFractionParams
 
     def __init__(self, params: FusedFractionParams) -> None:
         self.params = params

@@ -9,29 +9,31 @@ give the same ks, so runs are deterministic.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
-from policies.batching import NO_PARAMS_SCHEMA, NoParams
+from policies.base import Policy
 from policies.families import K_CONTROL
+from policies.params import NoParams, param
 from policies.views import KSignals, RoundOutcome
 
 
-class KController(Protocol):
+class KController(Policy, Protocol):
     """Chooses k for a request's next speculation round.
 
     Attributes:
         signal_window: How many recent decode-lane iterations and verified
             rounds of each replica the windowed signals of
             :class:`~policies.views.KSignals` cover (``decode_p95_ms``,
-            ``window_acceptance``). 0: the controller reads none of the
-            fields after ``context_len``, and the engine keeps no history.
-            A class or instance attribute; a controller without one is
-            taken as 0 (a plug-in may leave it out).
+            ``window_acceptance``). 0 (the default): the controller reads
+            none of the fields after ``context_len``, and the engine keeps
+            no history. A class or instance attribute.
+        predicts_iteration: With a positive ``signal_window``, the engine
+            fills ``KSignals.predictor``. Default ``False``.
     """
 
-    signal_window: int
+    signal_window: int = 0
+    predicts_iteration: ClassVar[bool] = False
 
     def next_k(self, signals: KSignals) -> int:
         """Return k for the next round, within ``[signals.k_min, signals.k_max]``."""
@@ -42,7 +44,10 @@ class KController(Protocol):
         ...
 
 
-class NoFeedback:
+K_CONTROL.declare_protocol(KController)
+
+
+class NoFeedback(KController):
     """Base of controllers that learn nothing from verified rounds."""
 
     def observe(self, outcome: RoundOutcome) -> None:
@@ -69,9 +74,6 @@ class StaticK(NoFeedback):
     """The same k every round: the scenario's ``speculation.k``."""
 
     name: ClassVar[str] = "static"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
-    signal_window: ClassVar[int] = 0
 
     def __init__(self, k: int, params: NoParams | None = None) -> None:
         self.k = _positive_k(k)
@@ -94,9 +96,9 @@ class BackpressureParams:
         step: How much k changes per decision.
     """
 
-    high_queue: int = 8
-    low_queue: int = 2
-    step: int = 1
+    high_queue: int = param(8, minimum=1)
+    low_queue: int = param(2, minimum=0)
+    step: int = param(1, minimum=1)
 
 
 @K_CONTROL.register
@@ -108,17 +110,8 @@ class Backpressure(NoFeedback):
     """
 
     name: ClassVar[str] = "backpressure"
-    Params: ClassVar[type[BackpressureParams]] = BackpressureParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "high_queue": {"type": "integer", "minimum": 1, "default": 8},
-            "low_queue": {"type": "integer", "minimum": 0, "default": 2},
-            "step": {"type": "integer", "minimum": 1, "default": 1},
-        },
-    }
-    signal_window: ClassVar[int] = 1
+    Params = BackpressureParams
+    signal_window = 1
 
     def __init__(self, k: int, params: BackpressureParams | None = None) -> None:
         self.start = _positive_k(k)
@@ -148,7 +141,7 @@ class BatchThresholdParams:
             this run on the replica; from this many on, draft ``k_min``.
     """
 
-    max_running: int = 32
+    max_running: int = param(32, minimum=1)
 
 
 @K_CONTROL.register
@@ -160,13 +153,8 @@ class BatchThreshold(NoFeedback):
     """
 
     name: ClassVar[str] = "batch_threshold"
-    Params: ClassVar[type[BatchThresholdParams]] = BatchThresholdParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"max_running": {"type": "integer", "minimum": 1, "default": 32}},
-    }
-    signal_window: ClassVar[int] = 1
+    Params = BatchThresholdParams
+    signal_window = 1
 
     def __init__(self, k: int, params: BatchThresholdParams | None = None) -> None:
         self.k = _positive_k(k)
@@ -197,15 +185,15 @@ class AcceptanceFeedbackParams:
         step: How much k changes per decision.
     """
 
-    every_rounds: int = 8
-    window: int = 32
-    queue_high: int = 10
-    queue_low: int = 1
-    p95_high_ms: float = 50.0
-    p95_low_ms: float = 45.0
-    acceptance_low: float = 0.35
-    acceptance_high: float = 0.65
-    step: int = 1
+    every_rounds: int = param(8, minimum=1)
+    window: int = param(32, minimum=1)
+    queue_high: int = param(10, minimum=0)
+    queue_low: int = param(1, minimum=0)
+    p95_high_ms: float = param(50.0, exclusive_minimum=0)
+    p95_low_ms: float = param(45.0, exclusive_minimum=0)
+    acceptance_low: float = param(0.35, minimum=0, maximum=1)
+    acceptance_high: float = param(0.65, minimum=0, maximum=1)
+    step: int = param(1, minimum=1)
 
 
 @K_CONTROL.register
@@ -218,22 +206,7 @@ class AcceptanceFeedback(NoFeedback):
     """
 
     name: ClassVar[str] = "acceptance_feedback"
-    Params: ClassVar[type[AcceptanceFeedbackParams]] = AcceptanceFeedbackParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "every_rounds": {"type": "integer", "minimum": 1, "default": 8},
-            "window": {"type": "integer", "minimum": 1, "default": 32},
-            "queue_high": {"type": "integer", "minimum": 0, "default": 10},
-            "queue_low": {"type": "integer", "minimum": 0, "default": 1},
-            "p95_high_ms": {"type": "number", "exclusiveMinimum": 0, "default": 50.0},
-            "p95_low_ms": {"type": "number", "exclusiveMinimum": 0, "default": 45.0},
-            "acceptance_low": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.35},
-            "acceptance_high": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.65},
-            "step": {"type": "integer", "minimum": 1, "default": 1},
-        },
-    }
+    Params = AcceptanceFeedbackParams
 
     def __init__(self, k: int, params: AcceptanceFeedbackParams | None = None) -> None:
         self.start = _positive_k(k)
@@ -287,12 +260,12 @@ class PidParams:
         window: Speculative steps' requests the queue delay is averaged over.
     """
 
-    delay_target_ms: float = 20.0
-    kp: float = 1.0
-    ki: float = 0.2
-    kd: float = 0.0
-    every_rounds: int = 8
-    window: int = 32
+    delay_target_ms: float = param(20.0, exclusive_minimum=0)
+    kp: float = param(1.0, minimum=0)
+    ki: float = param(0.2, minimum=0)
+    kd: float = param(0.0, minimum=0)
+    every_rounds: int = param(8, minimum=1)
+    window: int = param(32, minimum=1)
 
 
 class _PidState:
@@ -316,19 +289,7 @@ class Pid(NoFeedback):
     """
 
     name: ClassVar[str] = "pid"
-    Params: ClassVar[type[PidParams]] = PidParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "delay_target_ms": {"type": "number", "exclusiveMinimum": 0, "default": 20.0},
-            "kp": {"type": "number", "minimum": 0, "default": 1.0},
-            "ki": {"type": "number", "minimum": 0, "default": 0.2},
-            "kd": {"type": "number", "minimum": 0, "default": 0.0},
-            "every_rounds": {"type": "integer", "minimum": 1, "default": 8},
-            "window": {"type": "integer", "minimum": 1, "default": 32},
-        },
-    }
+    Params = PidParams
 
     def __init__(self, k: int, params: PidParams | None = None) -> None:
         self.start = _positive_k(k)
@@ -366,7 +327,7 @@ class BanditParams:
             arm's mean reward.
     """
 
-    exploration: float = 0.5
+    exploration: float = param(0.5, minimum=0)
 
 
 class _Arms:
@@ -391,13 +352,8 @@ class Bandit(NoFeedback):
     """
 
     name: ClassVar[str] = "bandit"
-    Params: ClassVar[type[BanditParams]] = BanditParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"exploration": {"type": "number", "minimum": 0, "default": 0.5}},
-    }
-    signal_window: ClassVar[int] = 1
+    Params = BanditParams
+    signal_window = 1
 
     def __init__(self, k: int, params: BanditParams | None = None) -> None:
         _positive_k(k)
@@ -449,9 +405,9 @@ class GoodputParams:
             a request that has none of its own yet (``window_acceptance``).
     """
 
-    prior_acceptance: float = 0.56
+    prior_acceptance: float = param(0.56, minimum=0, maximum=1)
     """Spec-Bench's SpS on Vicuna-7B (``acceptance/sps_vicuna-7b.yaml``, 0.5614), rounded."""
-    window: int = 32
+    window: int = param(32, minimum=1)
     """The window of ``acceptance_feedback`` and ``pid``."""
 
 
@@ -482,15 +438,7 @@ class Goodput(NoFeedback):
     """
 
     name: ClassVar[str] = "goodput"
-    Params: ClassVar[type[GoodputParams]] = GoodputParams
-    params_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "prior_acceptance": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.56},
-            "window": {"type": "integer", "minimum": 1, "default": 32},
-        },
-    }
+    Params = GoodputParams
     predicts_iteration: ClassVar[bool] = True
 
     def __init__(self, k: int, params: GoodputParams | None = None) -> None:

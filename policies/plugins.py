@@ -9,11 +9,16 @@ and points at the class (``module:ClassName``); the class's ``name`` must be
 that policy name.
 
 Either way the class must look like a built-in of its family: a non-empty
-``name``, a dataclass ``Params``, a mapping ``params_schema``, every public
-method the family's built-in policies all have (the family protocol's, e.g.
-``route`` for routing), and a constructor taking the same positional
-arguments as theirs (``(params)``, ``(k, params)`` for k controllers,
-``(limits, params)`` for the batching lanes).
+``name``, a dataclass ``Params``, a mapping ``params_schema`` (written by
+hand, or derived from ``Params`` by subclassing the family's protocol, as
+the built-ins do: :mod:`policies.params`), every public method the family's
+built-in policies all have (the family protocol's, e.g. ``route`` for
+routing), and a constructor taking the same positional arguments as theirs
+(``(params)``, ``(k, params)`` for k controllers, ``(limits, params)`` for
+the batching lanes). A capability the family's protocol declares
+(``reads_kv``, ``signal_window``, ``random_stream``, ...) and the class
+leaves out is given to it at its default once it passes these checks, so
+the engine reads every capability directly.
 
 Importing a module runs its code, so a scenario file never decides alone
 that a module is imported: an import path is honoured only when its module
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from policies.base import fill_capabilities
 from policies.registry import BUILTIN, PolicyRegistryError, UnknownPolicyError, families
 from simulator.suggest import did_you_mean
 
@@ -205,7 +211,11 @@ def interface_problem(family: str, cls: object) -> str | None:
     params = getattr(cls, "Params", None)
     if not (inspect.isclass(params) and dataclasses.is_dataclass(params)):
         return f"{label}.Params is not a dataclass"
-    if not isinstance(getattr(cls, "params_schema", None), Mapping):
+    try:
+        schema = getattr(cls, "params_schema", None)
+    except TypeError as exc:  # derived from Params, whose field types have no JSON type
+        return f"{label}.params_schema cannot be derived from its Params: {exc}"
+    if not isinstance(schema, Mapping):
         return f"{label}.params_schema is not a mapping (a JSON Schema object)"
     missing = [m for m in _required_methods(family) if not callable(getattr(cls, m, None))]
     if missing:
@@ -279,6 +289,7 @@ def import_policy(family: str, path: str, consent: PluginConsent) -> type[Any]:
     if problem is not None:
         raise PolicyImportError(problem, _family_requirements(family))
     reg = families(plugins=False)[family]
+    fill_capabilities(cls, reg.capabilities)
     reg.add_imported(path, cls)
     found: type[Any] = cls
     return found
@@ -376,6 +387,7 @@ def _register_entry_point(
             f"the class's name is {cls.name!r}, not the entry point's {policy_name!r}",
             f"an entry point named {family}.{cls.name}",
         )
+    fill_capabilities(cls, regs[family].capabilities)
     try:
         regs[family].add_plugin(cls, f"entry point {ep_name} of distribution {dist_label}")
     except PolicyRegistryError as exc:

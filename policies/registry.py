@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
+
+from policies.base import capability_defaults
 
 
 class PolicyRegistryError(Exception):
@@ -33,17 +35,6 @@ class UnknownPolicyError(KeyError):
         self.name = name
         self.known = known
         super().__init__(f"unknown {family} policy {name!r}; valid: {', '.join(known)}")
-
-
-class PolicyClass(Protocol):
-    """What every registered policy class provides."""
-
-    name: ClassVar[str]
-    """The registered name, as written in scenarios."""
-    Params: ClassVar[type[Any]]
-    """A frozen dataclass of the policy's parameters (may have no fields)."""
-    params_schema: ClassVar[Mapping[str, Any]]
-    """JSON Schema of the ``params`` mapping a scenario may give the policy."""
 
 
 P = TypeVar("P", bound=type[Any])
@@ -64,6 +55,12 @@ class PolicyRegistry(Generic[P]):
         self._classes: dict[str, P] = {}
         self._origins: dict[str, str] = {}
         self._imported: dict[str, P] = {}
+        self.capabilities: Mapping[str, Any] = {}
+        """The capabilities the family's protocol declares, with their defaults."""
+
+    def declare_protocol(self, protocol: type[Any]) -> None:
+        """Name the family's protocol; its capabilities become :attr:`capabilities`."""
+        self.capabilities = capability_defaults(protocol)
 
     def register(self, cls: P) -> P:
         """Class decorator: register ``cls`` under ``cls.name``.

@@ -2,32 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from policies.batching import NO_PARAMS_SCHEMA, NoParams
+from policies.base import Policy
 from policies.families import ROUTING
+from policies.params import NoParams
 from policies.views import ReplicaLoad, RoutingQuery
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-class RoutingPolicy(Protocol):
-    """Chooses a replica for each admitted request."""
+class RoutingPolicy(Policy, Protocol):
+    """Chooses a replica for each admitted request.
+
+    Attributes:
+        reads_replica_detail: The engine fills the ``ReplicaLoad`` fields
+            after ``kv_free_mb`` (and keeps the predicted prefill queues they
+            need). Default ``False``.
+    """
+
+    reads_replica_detail: ClassVar[bool] = False
 
     def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
         """Return the ``index`` of the chosen replica (one of ``replicas``)."""
         ...
 
 
+ROUTING.declare_protocol(RoutingPolicy)
+
+
 @ROUTING.register
-class RoundRobin:
+class RoundRobin(RoutingPolicy):
     """Replicas in turn, in index order, whatever their load."""
 
     name: ClassVar[str] = "round_robin"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params if params is not None else NoParams()
@@ -42,11 +52,8 @@ class RoundRobin:
         return chosen
 
 
-class _LowestKey:
+class _LowestKey(RoutingPolicy):
     """Base of routers that take the replica with the smallest :meth:`key`."""
-
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params if params is not None else NoParams()
@@ -120,7 +127,7 @@ class NetworkAware(_LowestKey):
 
 
 @ROUTING.register
-class PowerOfTwo:
+class PowerOfTwo(RoutingPolicy):
     """Two distinct candidates drawn at random; the one with fewer outstanding requests.
 
     Mitzenmacher's power of two choices (IEEE TPDS 2001): the two are drawn
@@ -129,9 +136,7 @@ class PowerOfTwo:
     """
 
     name: ClassVar[str] = "power_of_two"
-    Params: ClassVar[type[NoParams]] = NoParams
-    params_schema: ClassVar[Mapping[str, Any]] = NO_PARAMS_SCHEMA
-    random_stream: ClassVar[str] = "routing"
+    random_stream: ClassVar[str | None] = "routing"
 
     def __init__(self, params: NoParams | None = None, *, rng: np.random.Generator) -> None:
         self.params = params if params is not None else NoParams()
