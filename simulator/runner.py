@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from simulator.engine.core import Engine, EngineOutput, InFlight, ProgressHook
-from simulator.engine.request_state import RequestRecord
+from simulator.engine.core import Engine, ProgressHook
+from simulator.engine.records import EngineOutput, InFlight, RequestRecord
 from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import Tracer
 from simulator.metrics.summary import slo_flags, summarise

@@ -218,7 +218,7 @@ def test_the_view_carries_the_models_predictions_from_luts_and_curves(tmp_path):
             queries.append(query)
             return int(policy.choose(query))
 
-    engine.draft_selector = Recording()
+    engine.dispatcher.draft_selector = Recording()
     engine.run()
     assert len(queries) == 40  # once per request, not per round
     query = queries[0]
@@ -288,7 +288,7 @@ def test_a_burst_runs_one_model_and_each_request_keeps_its_own(tmp_path, monkeyp
         def choose(self, query: DraftModelQuery) -> int:
             return query.request_id % 2
 
-    engine.draft_selector = Alternate()
+    engine.dispatcher.draft_selector = Alternate()
     bursts: list[list[str]] = []
     start_burst = DraftDevice._start_burst
 

@@ -543,7 +543,7 @@ def test_the_engine_builds_predictors_only_for_controllers_that_read_them(
     scenario = load_scenario(path)
     engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(1))
     engine.run()
-    assert bool(engine._predictors) is built
+    assert bool(engine.speculation.predictors_built) is built
 
 
 class _Recorder:
@@ -577,7 +577,7 @@ def test_k_zero_rounds_gain_one_token_and_report_k_current(tmp_path):
     scenario = load_scenario(path)
     engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(1))
     recorder = _Recorder()
-    engine.k_controller = recorder
+    engine.speculation.controller = recorder
     record = engine.run().records[0]
     assert recorder.seen[0] == 4  # speculation.k before the first round
     assert recorder.seen[1:3] == [0, 2]  # then the k of the previous round, 0 included

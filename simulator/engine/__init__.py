@@ -1,1 +1,60 @@
-"""The event engine: request flow, target replicas, draft devices and network on one SimPy clock."""
+"""The event engine: request flow, target replicas, draft devices and network on one SimPy clock.
+
+Module map (each room, what it owns, what it may touch):
+
+- :mod:`~simulator.engine.core` — the kernel, :class:`~simulator.engine.core.Engine`:
+  owns the clock, the request states, arrivals and the run loop (start,
+  advance, run, output). Wires the collaborators below and is the planner's
+  face (its setters delegate). Builds no policy and reads none.
+- :mod:`~simulator.engine.binding` — :class:`~simulator.engine.binding.PolicyBinder`:
+  builds every policy from its choice with the run's random streams and
+  derives what each reads (windowed signals, predictions), at the start and
+  for the planner's setters alike. Owns no run state.
+- :mod:`~simulator.engine.speculation` — :class:`~simulator.engine.speculation.Speculation`:
+  owns the k controller (swappable), the acceptance draws, the draft-length
+  bounds and the iteration-time predictors; chooses each round's k and
+  settles each verified round. Servers reach it through their context
+  (``ServerContext.speculation``). Touches replicas' windows and k/token
+  counters only.
+- :mod:`~simulator.engine.dispatcher` — :class:`~simulator.engine.dispatcher.Dispatcher`:
+  owns the admission, routing, hybrid and drafter-selection policies, the
+  deferred queue and its retry time, and the device draws. Picks each
+  request's replica, mode and drafter model and resolves its channels and
+  curve. Reads replicas' loads; hands prompts to the flow; never changes
+  the fleet.
+- :mod:`~simulator.engine.flow` — :class:`~simulator.engine.flow.RequestFlow`:
+  implements :class:`~simulator.engine.lifecycle.RequestLifecycle`. Owns the
+  outcome counters (outstanding, completed, last outcome) and the migrating
+  requests; moves tokens over the network and ends requests. Tells the
+  fleet when a replica's request ended; asks the dispatcher for the next
+  admission only through its ``on_freed`` hook.
+- :mod:`~simulator.engine.fleet` — :class:`~simulator.engine.fleet.Fleet`:
+  owns the replicas, the serving list, GPU spans, the draft devices and the
+  server context (decode lane, signal window). Changes replica counts and
+  roles, drains, retires, says when replicas are ready. Never routes.
+- :mod:`~simulator.engine.what_if` — snapshot (:func:`~simulator.engine.what_if.in_flight`),
+  placing a window's starting requests through the dispatcher, fleet and
+  flow, and :func:`~simulator.engine.what_if.fork`. Owns no state.
+- :mod:`~simulator.engine.records` — the frozen results: ``RequestRecord``,
+  ``InFlight``, ``EngineOutput``, read by metrics, the planner and the
+  runner without importing the kernel.
+- :mod:`~simulator.engine.lifecycle` — the servers' side: ``ServerContext``
+  and the ``RequestLifecycle`` and ``Speculator`` protocols. Servers
+  (:mod:`~simulator.engine.target`, :mod:`~simulator.engine.draft_device`)
+  know only these, never the rooms above.
+- Servers and their mechanisms: :mod:`~simulator.engine.target`,
+  :mod:`~simulator.engine.draft_device`, :mod:`~simulator.engine.costs`,
+  :mod:`~simulator.engine.split_rounds`, :mod:`~simulator.engine.microbatch`,
+  :mod:`~simulator.engine.kv`, :mod:`~simulator.engine.heat`,
+  :mod:`~simulator.engine.gpu_share`, :mod:`~simulator.engine.signals`;
+  shared services: :mod:`~simulator.engine.clock`,
+  :mod:`~simulator.engine.network`, :mod:`~simulator.engine.tracing`,
+  :mod:`~simulator.engine.timeseries`, :mod:`~simulator.engine.usage`,
+  :mod:`~simulator.engine.closed_loop`; inputs:
+  :mod:`~simulator.engine.runtime`, :mod:`~simulator.engine.request_state`,
+  :mod:`~simulator.engine.policy_build`.
+
+Imports run one way: core → what_if → dispatcher → flow → fleet → servers →
+lifecycle; speculation and binding sit beside them (no circle, type-only
+imports included; ``tests/test_engine_structure.py`` checks it).
+"""

@@ -158,7 +158,7 @@ class DraftDevice:
     def next_round(self, req: RequestState) -> None:
         """Draft the request's next round (its verified result, or first token, is here)."""
         req.ready_s = self.env.now
-        self.lifecycle.choose_k(req)
+        self.context.speculation.choose_k(req)
         if req.k == 0:
             # Nothing to draft: the device sends an empty bundle at once and
             # the target decodes one token for the request.

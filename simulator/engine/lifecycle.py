@@ -2,11 +2,13 @@
 
 Target replicas and draft devices do not know the engine. They report what
 happened to a request through :class:`RequestLifecycle` (implemented by
-:class:`~simulator.engine.core.Engine`) and read the run's shared services
-(clock, tracer, batching policies, arbitration rule, KV rule) from one
-:class:`ServerContext`. Data flows one way: the engine builds servers from
-the runtime objects and hands them this context; servers call back through
-the protocol.
+:class:`~simulator.engine.flow.RequestFlow`), ask each round's draft length
+and settle verified rounds through :class:`Speculator` (implemented by
+:class:`~simulator.engine.speculation.Speculation`), and read the run's
+shared services (clock, tracer, batching policies, arbitration rule, KV
+rule) from one :class:`ServerContext`. Data flows one way: the fleet builds
+servers from the runtime objects and hands them this context; servers call
+back through the two protocols.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from simulator.scenario.model import LanesSpec
 
 
 class RequestLifecycle(Protocol):
-    """What servers tell the request lifecycle, and the per-round decisions they ask of it."""
+    """What servers tell the request lifecycle."""
 
     def on_prefilled(self, req: RequestState, kind: str) -> None:
         """The request's target prefill is done (first token, or a recomputed context)."""
@@ -43,14 +45,6 @@ class RequestLifecycle(Protocol):
         """The request's replica can never serve it."""
         ...
 
-    def choose_k(self, req: RequestState) -> None:
-        """Set the draft length of the request's next round."""
-        ...
-
-    def verify_round(self, req: RequestState) -> int:
-        """Sample and commit a round's accepted tokens; return the tokens gained."""
-        ...
-
     def send_bundle(self, req: RequestState, sent_s: float) -> None:
         """The request's device finished drafting at ``sent_s``: upload the bundle."""
         ...
@@ -64,6 +58,18 @@ class RequestLifecycle(Protocol):
         ...
 
 
+class Speculator(Protocol):
+    """The per-round decisions servers ask of the draft-length loop."""
+
+    def choose_k(self, req: RequestState) -> None:
+        """Set the draft length of the request's next round."""
+        ...
+
+    def verify_round(self, req: RequestState) -> int:
+        """Sample and commit a round's accepted tokens; return the tokens gained."""
+        ...
+
+
 @dataclass(frozen=True)
 class ServerContext:
     """What every server of one run shares.
@@ -71,6 +77,7 @@ class ServerContext:
     Attributes:
         env: The simulation's clock.
         lifecycle: Where servers report requests' progress.
+        speculation: Chooses each round's draft length and settles verified rounds.
         tracer: Receives engine events.
         tracing: Whether events are traced (hot paths skip formatting otherwise).
         lanes: The batching policies by lane: ``prefill``, ``draft``,
@@ -93,6 +100,7 @@ class ServerContext:
 
     env: simpy.Environment
     lifecycle: RequestLifecycle
+    speculation: Speculator
     tracer: Tracer
     tracing: bool
     lanes: Mapping[str, Any]

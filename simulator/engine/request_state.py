@@ -1,13 +1,13 @@
-"""The mutable state of one request while the engine runs it, and its final record."""
+"""The mutable state of one request while the engine runs it, frozen into its record at the end."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Protocol
 
 from simulator.acceptance import AcceptanceModel
 from simulator.engine.network import Channel
+from simulator.engine.records import RequestRecord
 
 NAN = math.nan
 INF = math.inf
@@ -188,42 +188,6 @@ def next_token_due_s(req: RequestState) -> float:
     target, and draft steps; see ``policies/README.md``).
     """
     return req.tpot_origin_s + req.generated * req.tpot_slo_s
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """What one request experienced: one row of ``requests.csv``.
-
-    Latencies are milliseconds; ``nan`` where a quantity does not apply
-    (e.g. TVT without speculation rounds, anything of a rejected request).
-    """
-
-    request_id: int
-    arrival_s: float
-    slo_class: str
-    origin: str
-    device: int
-    mode: str
-    replica: int
-    prompt_tokens: int
-    output_tokens: int
-    generated_tokens: int
-    outcome: str
-    reason: str
-    ttft_ms: float
-    ttft_server_ms: float
-    tpot_ms: float
-    tvt_ms: float
-    e2e_ms: float
-    drafted_tokens: int
-    accepted_tokens: int
-    verify_rounds: int
-    draft_energy_j: float
-    target_energy_j: float
-    kv_peak_mb: float
-    preemptions: int
-    draft_model: str
-    spilled: bool
 
 
 def to_record(state: RequestState) -> RequestRecord:

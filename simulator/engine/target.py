@@ -156,6 +156,7 @@ class TargetReplica:
     def __init__(self, context: ServerContext, index: int, plan: ReplicaPlan) -> None:
         self.context = context
         self.lifecycle = context.lifecycle
+        self.speculation = context.speculation
         self.env: simpy.Environment = context.env
         self.kv_policy = context.kv_policy
         self.index = index
@@ -273,7 +274,7 @@ class TargetReplica:
         if self._incoming:
             self._take_arrived(now)
         if kind == FUSED:
-            self.lifecycle.choose_k(req)
+            self.speculation.choose_k(req)
         req.ready_s = now
         self.decode_q[kind].append(req)
         if not self._busy:
@@ -1148,7 +1149,7 @@ class TargetReplica:
         per_token = self.kv_mb_per_token[kind]
         grow = self.kv_policy == "preempt_recompute"
         for req in batch:
-            gained = lifecycle.verify_round(req)
+            gained = self.speculation.verify_round(req)
             if grow:
                 self.kv.allocate(gained * per_token, now)
                 req.kv_mb += gained * per_token

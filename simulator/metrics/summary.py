@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.engine.core import EngineOutput
+from simulator.engine.records import EngineOutput
 from simulator.errors import NonFiniteResult
 from simulator.metrics.energy_cost import cost_section, energy_section
 from simulator.workload import SloTargets

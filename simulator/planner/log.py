@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from simulator.engine.core import EngineOutput
+from simulator.engine.records import EngineOutput
 from simulator.metrics.summary import held_gpu_s
 
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.engine.core import EngineOutput
-from simulator.engine.request_state import RequestRecord
+from simulator.engine.records import EngineOutput, RequestRecord
 from simulator.scenario.model import Penalties
 from simulator.workload import RequestTable
 

@@ -44,7 +44,8 @@ from typing import Any
 import numpy as np
 
 from simulator.engine.clock import call_at
-from simulator.engine.core import Engine, InFlight
+from simulator.engine.core import Engine
+from simulator.engine.records import InFlight
 from simulator.planner.analytic import Estimate, estimate
 from simulator.planner.candidates import (
     Candidate,

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from simulator.engine.core import Engine, InFlight
+from simulator.engine.core import Engine
+from simulator.engine.records import InFlight
 from simulator.engine.runtime import Runtime
 from simulator.executors import (
     check_executor,

@@ -1,0 +1,236 @@
+"""The run's target replicas and draft devices: how many serve, in which roles, since when.
+
+:class:`Fleet` builds every server from the runtime's plans and hands it the
+run's :class:`~simulator.engine.lifecycle.ServerContext`. It owns the
+replica list (global index order; a planner's new replicas are appended),
+the replicas routing may send new requests to, each replica's span of
+holding its GPUs, the draft devices (built on first use) and the
+configuration servers share mid-run (the decode lane, the signal window).
+It changes replica counts and roles, drains and retires replicas and says
+when they are ready; it never decides where a request goes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import partial
+
+from simulator.engine.binding import DecodeLane
+from simulator.engine.clock import call_after
+from simulator.engine.draft_device import DraftDevice
+from simulator.engine.lifecycle import ServerContext
+from simulator.engine.runtime import ReplicaPlan, Runtime
+from simulator.engine.target import DRAINING, LOADING, RETIRED, SERVING, TargetReplica
+
+
+def _replica_index(replica: TargetReplica) -> int:
+    """Sort key of replicas: their global index."""
+    return replica.index
+
+
+class Fleet:
+    """The replicas and devices of one run.
+
+    Args:
+        runtime: The resolved runtime (replica plans, client pools).
+        start_s: When the run (or what-if window) starts.
+        decode_lane: The decode lane in use (a planner may change it).
+    """
+
+    def __init__(self, runtime: Runtime, start_s: float, decode_lane: DecodeLane) -> None:
+        self.runtime = runtime
+        self.decode_lane = decode_lane
+        self.replicas: list[TargetReplica] = []
+        """Every replica by global index (a planner's new ones are appended)."""
+        self.serving: list[TargetReplica] = []
+        """The replicas routing may send new requests to (all, unless a planner changed them)."""
+        self.devices: dict[tuple[str, int], DraftDevice] = {}
+        self._spans: list[list[float]] = []
+        """When each replica started and stopped holding its GPUs (see ``replica_spans_s``)."""
+        self._start_s = start_s
+        self.split = False
+        """Whether replicas have draft/verify roles (routing then filters by the request's mode)."""
+        self.always_available = True
+        self.context: ServerContext | None = None
+        """What servers share (bound by :meth:`open`)."""
+
+    def open(self, context: ServerContext) -> None:
+        """Build the runtime's replicas, sharing ``context``."""
+        self.context = context
+        for index, plan in enumerate(self.runtime.replicas):
+            self.replicas.append(self._new_replica(index, plan))
+            self._spans.append([self._start_s, math.inf])
+        self.serving.extend(self.replicas)
+        self.always_available = all(r.always_available for r in self.replicas)
+        self.split = any(r.role != "both" for r in self.replicas)
+
+    def _context(self) -> ServerContext:
+        context = self.context
+        assert context is not None, "the fleet is opened before its servers are built"
+        return context
+
+    def _new_replica(self, index: int, plan: ReplicaPlan) -> TargetReplica:
+        """A replica of ``plan`` (its arbitration rule decides how its lanes run)."""
+        return TargetReplica(self._context(), index, plan)
+
+    def device(self, pool: str, index: int) -> DraftDevice:
+        """Device ``index`` of client class ``pool`` (built on first use)."""
+        key = (pool, index)
+        device = self.devices.get(key)
+        if device is None:
+            device = self.devices[key] = DraftDevice(
+                self._context(), self.runtime.clients[pool], index
+            )
+        return device
+
+    # -- shared configuration --------------------------------------------------
+    def set_signal_window(self, window: int) -> None:
+        """Give every replica (and those built later) a window of ``window`` for the k controller."""
+        self.context = replace(self._context(), signal_window=window)
+        for replica in self.replicas:
+            replica.set_signal_window(window)
+
+    def set_decode_lane(self, lane: DecodeLane) -> None:
+        """Form decode-lane iterations with ``lane`` on every replica from now on."""
+        self.decode_lane = lane
+        context = self._context()
+        lanes = {**context.lanes, "verify": lane.verify, "continuous": lane.continuous}
+        self.context = replace(context, lanes=lanes, microbatcher=lane.microbatcher)
+        for replica in self.replicas:
+            replica.set_decode_lane(lane.verify, lane.continuous, lane.microbatcher)
+
+    # -- counts and roles ----------------------------------------------------------
+    def set_replica_count(self, pool: str, count: int, load_s: float) -> None:
+        """Make ``count`` replicas of ``pool`` serve (at least one), from now on.
+
+        More: draining replicas of the pool serve again first (their model is
+        still loaded); the others are new replicas that hold their GPUs from
+        now and take work after ``load_s`` (loading their model). Fewer: the
+        newest serving (or loading) replicas drain: they take no new
+        request, finish their own and then retire (their GPUs are released).
+        """
+        context = self._context()
+        env = context.env
+        now = env.now
+        mine = [r for r in self.replicas if r.pool == pool]
+        active = [r for r in mine if r.state in (SERVING, LOADING)]
+        for replica in reversed(active[count:]):
+            self._drain(replica)
+        missing = count - len(active)
+        for replica in [r for r in mine if r.state is DRAINING][:missing]:
+            replica.state = SERVING
+            self.serving.append(replica)
+            missing -= 1
+        if missing > 0:
+            plan = mine[0].plan
+            for _ in range(missing):
+                replica = self._new_replica(len(self.replicas), plan)
+                replica.state = LOADING
+                replica.ready_s = now + load_s
+                self.replicas.append(replica)
+                self._spans.append([now, math.inf])
+                context.tracer.event(now, "replica_loading", f"replica {replica.index}", pool)
+                call_after(env, load_s, partial(self._replica_ready, replica))
+        self.serving.sort(key=_replica_index)
+
+    def set_replica_split(self, pool: str, draft: int, verify: int, load_s: float) -> None:
+        """Give ``pool`` ``draft`` draft replicas and ``verify`` verify replicas, from now on.
+
+        The pool is resized to ``draft + verify`` replicas as
+        :meth:`set_replica_count` does; then its active (serving or loading)
+        replicas, by index, take their roles: the first ``verify`` verify
+        bundles, the others draft (serve fused requests). A replica whose role
+        changes keeps the requests it has to completion; only new requests
+        follow its new role.
+        """
+        self.set_replica_count(pool, draft + verify, load_s)
+        context = self._context()
+        for i, replica in enumerate(self.active_replicas(pool)):
+            role = "verify" if i < verify else "draft"
+            if replica.role != role:
+                replica.role = role
+                context.tracer.event(
+                    context.env.now, "replica_role", f"replica {replica.index}", role
+                )
+        self.split = True
+
+    def role_counts(self, role: str) -> dict[str, int]:
+        """Active (serving or loading) replicas of each pool with ``role``.
+
+        ``role`` is ``draft`` or ``verify``; a replica of role ``both`` (before
+        any split) counts as ``verify``.
+        """
+        counts = {plan.pool: 0 for plan in self.runtime.replicas}
+        for replica in self.replicas:
+            if replica.state in (SERVING, LOADING) and (
+                replica.role == role or (role == "verify" and replica.role == "both")
+            ):
+                counts[replica.pool] += 1
+        return counts
+
+    # -- readiness, drain, retire ----------------------------------------------------
+    def _replica_ready(self, replica: TargetReplica) -> None:
+        """A new replica has loaded its model: it serves, unless drained meanwhile."""
+        if replica.state is LOADING:
+            replica.state = SERVING
+            self.serving.append(replica)
+            self.serving.sort(key=_replica_index)
+            context = self._context()
+            context.tracer.event(context.env.now, "replica_ready", f"replica {replica.index}", "")
+
+    def _drain(self, replica: TargetReplica) -> None:
+        """The replica takes no new request; it retires once its own have ended."""
+        if replica in self.serving:
+            self.serving.remove(replica)
+        replica.state = DRAINING
+        context = self._context()
+        context.tracer.event(context.env.now, "replica_draining", f"replica {replica.index}", "")
+        if not replica.outstanding:
+            self._retire(replica)
+
+    def request_ended(self, replica: TargetReplica) -> None:
+        """One of the replica's requests ended: a drained replica with none left retires."""
+        replica.outstanding -= 1
+        if replica.state is DRAINING and not replica.outstanding:
+            self._retire(replica)
+
+    def _retire(self, replica: TargetReplica) -> None:
+        """A drained replica has no request left: it releases its GPUs."""
+        replica.state = RETIRED
+        context = self._context()
+        self._spans[replica.index][1] = context.env.now
+        context.tracer.event(context.env.now, "replica_retired", f"replica {replica.index}", "")
+
+    def active_replicas(self, pool: str) -> list[TargetReplica]:
+        """The serving or loading replicas of ``pool``, by index."""
+        return [r for r in self.replicas if r.pool == pool and r.state in (SERVING, LOADING)]
+
+    def ready_times(self, counts: dict[str, int], load_s: float) -> dict[str, list[float]]:
+        """When each of ``counts[pool]`` replicas per pool would take work, were they set now.
+
+        The pool's active replicas first (``-inf``: serving; a loading one:
+        when it is ready), then new ones: after ``load_s``.
+        """
+        now = self._context().env.now
+        out: dict[str, list[float]] = {}
+        for pool, count in counts.items():
+            ready = [r.ready_s for r in self.active_replicas(pool)][:count]
+            out[pool] = ready + [now + load_s] * (count - len(ready))
+        return out
+
+    def serving_counts(self) -> dict[str, int]:
+        """Serving or loading replicas of each target pool (what a planner last set)."""
+        counts = {plan.pool: 0 for plan in self.runtime.replicas}
+        for replica in self.replicas:
+            if replica.state in (SERVING, LOADING):
+                counts[replica.pool] += 1
+        return counts
+
+    def waiting(self) -> int:
+        """Requests queued on the serving replicas (all lanes)."""
+        return sum(sum(r.queue_lengths()) for r in self.serving)
+
+    def spans_s(self, end_s: float) -> tuple[tuple[float, float], ...]:
+        """When each replica started and stopped holding its GPUs, cut at ``end_s``."""
+        return tuple((on, min(off, end_s)) for on, off in self._spans)
