@@ -5,8 +5,12 @@ mid-run (k controller, hybrid policy, drafter selection, decode lane). Both
 go through one :class:`PolicyBinder`, so a policy built mid-run gets its
 random stream as one built at the start does, and the flags derived from
 what a policy reads (windowed signals, predictions) are derived the same
-way every time. The binder only builds: the collaborators that use a
-policy keep it (see :mod:`simulator.engine`).
+way every time. What a policy reads is a capability its family's Protocol
+declares with a default (``signal_window``, ``predicts_iteration``,
+``predicts_latency``, ``predicts_ttft``, ``reads_replica_detail``: see
+policies/README.md), so the binder reads the attribute, never probes for it.
+The binder only builds: the collaborators that use a policy keep it (see
+:mod:`simulator.engine`).
 """
 
 from __future__ import annotations
@@ -115,15 +119,15 @@ class PolicyBinder:
     def k_control(self, choice: PolicyChoice, k: int) -> KControl:
         """The k controller ``choice`` starting at ``k``, with the signals it reads."""
         controller = self.build(choice, k)
-        window = int(getattr(controller, "signal_window", 0))
+        window = int(controller.signal_window)
         windowed = window > 0
-        predicts = windowed and bool(getattr(controller, "predicts_iteration", False))
+        predicts = windowed and bool(controller.predicts_iteration)
         return KControl(controller, k, window, windowed, predicts)
 
     def hybrid(self, choice: PolicyChoice | None) -> HybridMode:
         """The hybrid policy ``choice`` (``None``: no hybrid policy)."""
         policy = self.build(choice) if choice is not None else None
-        return HybridMode(policy, choice, bool(getattr(policy, "predicts_latency", False)))
+        return HybridMode(policy, choice, policy is not None and bool(policy.predicts_latency))
 
     def draft_selection(self, choice: PolicyChoice | None) -> Any:
         """The drafter-model selection policy (``None``: one model per class)."""
@@ -136,8 +140,8 @@ class PolicyBinder:
         return Routing(
             router,
             admission,
-            bool(getattr(admission, "predicts_ttft", False)),
-            bool(getattr(router, "reads_replica_detail", False)),
+            bool(admission.predicts_ttft),
+            bool(router.reads_replica_detail),
         )
 
     def decode_lane(self, lane: LaneSpec) -> DecodeLane:

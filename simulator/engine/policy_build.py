@@ -41,7 +41,7 @@ def instantiate(choice: PolicyChoice, *args: Any, streams: RandomStreams | None 
         cls = policy_class(choice.family, choice.name)
     except PolicyImportError as exc:
         raise _issue(choice, exc.allowed, exc.problem) from None
-    stream = getattr(cls, "random_stream", None)
+    stream = cls.random_stream
     try:
         if stream is not None:
             assert streams is not None, f"policy {choice.name} draws from stream {stream!r}"

@@ -168,7 +168,7 @@ class BuildContext:
             )
         except (PolicyImportError, KeyError):
             return False  # reported where the policy is built
-        return bool(getattr(cls, "splits_rounds", False))
+        return bool(cls.splits_rounds)
 
     def multi_model_drafters(self) -> list[str]:
         """Drafter models listed by draft classes with several models, in listed order.
