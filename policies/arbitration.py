@@ -49,14 +49,14 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 
 from policies.batching import NO_PARAMS_SCHEMA, NoParams
 from policies.families import ARBITRATION
+from policies.lanes import DECODE_LANE, PREFILL_LANE, VERIFY_LANE
 
 INF = float("inf")
 
-PREFILL = "prefill"
-DECODE = "decode"
-VERIFY = "verify"
-"""A replica's lanes: prefill, decode (decode-lane work; draft iterations and
-atomic rounds under lane rules) and verify (verify iterations of split rounds)."""
+PREFILL = PREFILL_LANE
+DECODE = DECODE_LANE
+VERIFY = VERIFY_LANE
+"""A replica's lanes (:mod:`policies.lanes`), by the short names the rules use."""
 
 
 class Work(NamedTuple):

@@ -68,9 +68,11 @@ from typing import Any
 
 import simpy
 
-from policies.arbitration import PREFILL as PREFILL_LANE
-from policies.arbitration import VERIFY as VERIFY_LANE
 from policies.arbitration import Work
+from policies.lanes import DRAFT_PASS as DRAFT
+from policies.lanes import LANE_OF_PASS as LANE_OF
+from policies.lanes import PREFILL_LANE, ROUND, VERIFY_LANE, VERIFY_PASS
+from policies.lanes import PREFILL_PASS as PREFILL
 from policies.views import QueuedItem
 from simulator.devices.model import Availability
 from simulator.engine.clock import DECISION, call_at
@@ -83,14 +85,7 @@ from simulator.engine.microbatch import Microbatcher
 from simulator.engine.request_state import RequestState, next_token_due_s
 from simulator.engine.runtime import ReplicaPlan
 from simulator.engine.signals import ReplicaWindow
-from simulator.engine.split_rounds import (
-    DRAFT,
-    LANE_OF,
-    PREFILL,
-    ROUND,
-    VERIFY_PASS,
-    SplitRounds,
-)
+from simulator.engine.split_rounds import SplitRounds
 from simulator.engine.tracing import Span
 
 INF = float("inf")
