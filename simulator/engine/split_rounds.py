@@ -17,7 +17,8 @@ the GPU. ``host_overhead_ms`` is host time before each model forward pass: a
 prefill (target and draft: two passes), each draft step, each verify.
 
 The kinds of split iterations and the lane each runs on are named in
-:mod:`policies.lanes`.
+:mod:`policies.lanes`; the replica runs them in
+:mod:`simulator.engine.split_iterations`.
 """
 
 from __future__ import annotations
