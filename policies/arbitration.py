@@ -48,15 +48,15 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 
 from policies.base import Policy
 from policies.families import ARBITRATION
+from policies.lanes import DECODE_LANE, PREFILL_LANE, VERIFY_LANE
 from policies.params import NoParams, param
 
 INF = float("inf")
 
-PREFILL = "prefill"
-DECODE = "decode"
-VERIFY = "verify"
-"""A replica's lanes: prefill, decode (decode-lane work; draft iterations and
-atomic rounds under lane rules) and verify (verify iterations of split rounds)."""
+PREFILL = PREFILL_LANE
+DECODE = DECODE_LANE
+VERIFY = VERIFY_LANE
+"""A replica's lanes (:mod:`policies.lanes`), by the short names the rules use."""
 
 
 class Work(NamedTuple):

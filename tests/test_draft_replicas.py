@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from policies.lanes import FUSED
 from simulator import load_scenario, run
-from simulator.engine.costs import FUSED
 from simulator.engine.runtime import build_runtime
 from tests.engine_fixtures import synthetic, write_scenario
 

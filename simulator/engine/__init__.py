@@ -42,9 +42,28 @@ Module map (each room, what it owns, what it may touch):
   and the ``RequestLifecycle`` and ``Speculator`` protocols. Servers
   (:mod:`~simulator.engine.target`, :mod:`~simulator.engine.draft_device`)
   know only these, never the rooms above.
-- Servers and their mechanisms: :mod:`~simulator.engine.target`,
-  :mod:`~simulator.engine.draft_device`, :mod:`~simulator.engine.costs`,
-  :mod:`~simulator.engine.split_rounds`, :mod:`~simulator.engine.microbatch`,
+- :mod:`~simulator.engine.target` — :class:`~simulator.engine.target.TargetReplica`,
+  the replica entity: its queues (prefill lane, decode lane by kind of work,
+  verify lane and the pass of split rounds, announced arrivals), counters,
+  decision loop, the accounting its mechanisms report to, and the answers
+  its arbitration rule asks for (``policies.arbitration.ReplicaLanes``).
+  Its mechanisms are objects with their own state that see it only through
+  :class:`~simulator.engine.replica_view.ReplicaView` and never import
+  ``target``: :mod:`~simulator.engine.replica_kv` (the KV policy of
+  ``scheduler.kv.on_full``: owns the ``KvPool``; need, reserve, make room,
+  evict, spill), :mod:`~simulator.engine.prefill` (picks prefill batches,
+  runs whole-prompt prefills), :mod:`~simulator.engine.decode_runs` (plain
+  decode iterations, an unchanged batch fused into one event),
+  :mod:`~simulator.engine.verify_rounds` (verify and whole fused
+  iterations; commits rounds), :mod:`~simulator.engine.mixed` (chunked
+  prefill's mixed iterations) and :mod:`~simulator.engine.split_iterations`
+  (lane rules' draft, verify and atomic-round iterations on the GPU that
+  :mod:`~simulator.engine.split_rounds` prices). They touch the replica's
+  queues, holders, busy flag and accounting; KV only through ``ReplicaKv``;
+  each other only downward (kv ← prefill, decode_runs, verify_rounds ←
+  mixed, split_iterations).
+- Other servers and mechanisms: :mod:`~simulator.engine.draft_device`,
+  :mod:`~simulator.engine.costs`, :mod:`~simulator.engine.microbatch`,
   :mod:`~simulator.engine.kv`, :mod:`~simulator.engine.heat`,
   :mod:`~simulator.engine.gpu_share`, :mod:`~simulator.engine.signals`;
   shared services: :mod:`~simulator.engine.clock`,
@@ -53,6 +72,11 @@ Module map (each room, what it owns, what it may touch):
   :mod:`~simulator.engine.closed_loop`; inputs:
   :mod:`~simulator.engine.runtime`, :mod:`~simulator.engine.request_state`,
   :mod:`~simulator.engine.policy_build`.
+
+Lane and work-kind names are declared once, in :mod:`policies.lanes`, which
+the engine and the arbitration rules both import. What a policy reads of the
+engine is a capability its family's Protocol declares with a default
+(policies/README.md), read as an attribute, never probed.
 
 Imports run one way: core → what_if → dispatcher → flow → fleet → servers →
 lifecycle; speculation and binding sit beside them (no circle, type-only

@@ -8,6 +8,9 @@ of ``c``; :class:`ContextCurve` caches that curve, which makes the many
 lookups of a long decode run cheap and lets the engine advance a run of
 iterations with an unchanged batch in one event with exactly the same result
 as stepping each one.
+
+A replica's costs are keyed by kind of work (:data:`DECODE`, :data:`VERIFY`,
+:data:`FUSED`), names declared once in :mod:`policies.lanes`.
 """
 
 from __future__ import annotations
@@ -17,17 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from policies.lanes import DECODE, FUSED, VERIFY
 from simulator.lut import LutKey, LutManager, OutOfRange
 
 VECTOR_MIN_STEPS = 16
 """Runs of at least this many iterations are priced with numpy."""
-
-DECODE = "decode"
-"""Decode-lane work of a request served without speculation: plain decode iterations."""
-VERIFY = "verify"
-"""Decode-lane work of a distributed request: verify its client's draft bundles."""
-FUSED = "fused"
-"""Decode-lane work of a fused request: the target drafts and verifies itself."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from policies.lanes import FUSED, VERIFY
 from policies.views import (
     AdmissionQuery,
     DraftCandidate,
@@ -31,7 +32,6 @@ from policies.views import (
 )
 from simulator.engine.binding import HybridMode, Routing
 from simulator.engine.clock import call_at
-from simulator.engine.costs import FUSED, VERIFY
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.fleet import Fleet
 from simulator.engine.flow import RequestFlow

@@ -19,8 +19,8 @@ from functools import partial
 
 import simpy
 
+from policies.lanes import VERIFY
 from simulator.engine.clock import call_at
-from simulator.engine.costs import VERIFY
 from simulator.engine.fleet import Fleet
 from simulator.engine.request_state import Drafter, RequestState
 from simulator.engine.target import TargetReplica

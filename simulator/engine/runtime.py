@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policies.lanes import DECODE, FUSED, VERIFY
 from simulator.acceptance import AcceptanceModel
 from simulator.devices.model import Availability, ThermalSpec
-from simulator.engine.costs import DECODE, FUSED, VERIFY, LaneCosts, PhaseCost, ReplicaCosts
+from simulator.engine.costs import LaneCosts, PhaseCost, ReplicaCosts
 from simulator.errors import InputError, make_issue
 from simulator.lut import LutKey, LutManager
 from simulator.scenario.model import (

@@ -17,9 +17,10 @@ from collections.abc import Mapping, Sequence
 
 import simpy
 
+from policies.lanes import DECODE, FUSED, VERIFY
 from policies.views import KSignals, RoundOutcome
 from simulator.engine.binding import KControl
-from simulator.engine.costs import DECODE, FUSED, VERIFY, LutStepPredictor
+from simulator.engine.costs import LutStepPredictor
 from simulator.engine.request_state import RequestState
 from simulator.engine.target import TargetReplica
 from simulator.rng import BufferedDraws

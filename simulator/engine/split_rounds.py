@@ -15,6 +15,10 @@ at every boundary; with ``overlap`` every idle lane (every request's worker
 under ``baseline``) may start its own iteration and running iterations share
 the GPU. ``host_overhead_ms`` is host time before each model forward pass: a
 prefill (target and draft: two passes), each draft step, each verify.
+
+The kinds of split iterations and the lane each runs on are named in
+:mod:`policies.lanes`; the replica runs them in
+:mod:`simulator.engine.split_iterations`.
 """
 
 from __future__ import annotations
@@ -24,20 +28,18 @@ from typing import Any
 
 import simpy
 
-from policies.arbitration import DECODE as DECODE_LANE
-from policies.arbitration import PREFILL as PREFILL_LANE
-from policies.arbitration import VERIFY as VERIFY_LANE
+from policies.lanes import (
+    DECODE_LANE,
+    DRAFT_PASS,
+    PREFILL_LANE,
+    PREFILL_PASS,
+    ROUND,
+    VERIFY_LANE,
+    VERIFY_PASS,
+)
 from simulator.engine.costs import LaneCosts, PhaseCost
 from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, Segment, SharedGpu
 from simulator.scenario.model import LanesSpec
-
-PREFILL = "prefill"
-DRAFT = "draft"
-VERIFY_PASS = "verify"
-ROUND = "round"
-"""Kinds of split iterations: a prefill batch, a draft batch, a verify batch, an atomic round."""
-LANE_OF = {PREFILL: PREFILL_LANE, DRAFT: DECODE_LANE, ROUND: DECODE_LANE, VERIFY_PASS: VERIFY_LANE}
-"""The lane each kind of split iteration runs on."""
 
 
 class SplitRounds:
@@ -78,14 +80,14 @@ class SplitRounds:
         host = self.host_s
         segments: list[Segment] = []
         n = len(batch)
-        if kind == PREFILL:
+        if kind == PREFILL_PASS:
             latency_s, energy_j = self.prefill.at(sum(req.context for req, _ in batch) / n, n, 1)
             segments = [(2 * host, HOST), (latency_s, COMPUTE)]
             return [s for s in segments if s[0] > 0], energy_j
         k = max(req.k for req in batch) if n > 1 else batch[0].k
         context = sum(req.context for req in batch) / n
         energy_j = 0.0
-        if kind in (DRAFT, ROUND):
+        if kind in (DRAFT_PASS, ROUND):
             draft_s, draft_j = self.costs.draft.curve(n, 1).sum_steps(context, k)
             segments += [(k * host, HOST), (draft_s, MEMORY)]
             energy_j += draft_j

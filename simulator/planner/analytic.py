@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.engine.costs import DECODE, FUSED, VERIFY
+from policies.lanes import DECODE, FUSED, VERIFY
 from simulator.engine.runtime import ROLE_MODES, ClientPool, ReplicaPlan, Runtime
 from simulator.workload import RequestTable, SloTargets
 

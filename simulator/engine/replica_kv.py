@@ -1,0 +1,201 @@
+"""A target replica's KV policy: what a request must hold, making room, evicting, spilling.
+
+``scheduler.kv.on_full`` decides how a replica's KV memory
+(:class:`~simulator.engine.kv.KvPool`) is used. With ``queue`` a request is
+prefilled only when the KV of its prompt, its whole output and one round of
+drafts fits, reserved at once, so running requests never run out. With
+``preempt_recompute`` KV grows token by token, a prompt waits for free KV
+rather than evict anything, and when a batch's next iteration would not fit,
+the most recently admitted requests are evicted and go to the head of the
+prefill lane to recompute their context (vLLM's recompute preemption).
+
+:class:`ReplicaKv` owns the pool and the policy. It touches the replica
+(:class:`~simulator.engine.replica_view.ReplicaView`) only to move requests
+between its queues and its holders when it evicts or spills them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from policies.lanes import FUSED, VERIFY
+from policies.views import QueuedItem
+from simulator.engine.kv import KvPool
+from simulator.engine.replica_view import ReplicaView
+from simulator.engine.request_state import RequestState
+
+INF = float("inf")
+
+
+class ReplicaKv:
+    """The KV policy of one replica (see the module docstring).
+
+    Args:
+        replica: The replica whose KV this is.
+        pool: Its KV memory (also the replica's ``kv``).
+
+    Attributes:
+        pool: The replica's KV memory.
+        grows: Whether KV grows token by token (``preempt_recompute``).
+    """
+
+    def __init__(self, replica: ReplicaView, pool: KvPool) -> None:
+        self.replica = replica
+        self.pool = pool
+        self.policy = replica.context.kv_policy
+        self.grows = self.policy == "preempt_recompute"
+        self.mb_per_token = replica.kv_mb_per_token
+
+    def need_mb(self, req: RequestState, kind: str) -> float:
+        """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
+        per_token = self.mb_per_token[kind]
+        if self.policy == "queue":
+            return (
+                req.prompt_tokens + req.output_tokens + self.replica.context.k_reserve
+            ) * per_token
+        return (req.context + 1) * per_token
+
+    def reserve(self, batch: list[tuple[RequestState, str]], now_s: float) -> None:
+        """Allocate the KV of a prefill batch's requests; they hold it until they finish."""
+        holders = self.replica.holders
+        for req, kind in batch:
+            need = self.need_mb(req, kind)
+            self.pool.allocate(need, now_s)
+            req.kv_mb = need
+            req.kv_peak_mb = max(req.kv_peak_mb, need)
+            if req not in holders:
+                holders.append(req)
+
+    def release(self, req: RequestState) -> None:
+        """Free a request's KV (at completion or eviction)."""
+        if req.kv_mb > 0:
+            self.pool.free(req.kv_mb, self.replica.env.now)
+            req.kv_mb = 0.0
+        holders = self.replica.holders
+        if req in holders:
+            holders.remove(req)
+
+    def room_for_rounds(self, batch: list[RequestState], kind: str) -> list[RequestState]:
+        """What is left of a verify or fused batch once its ``k + 1`` tokens each fit."""
+        per_token = self.mb_per_token[kind]
+        return self.make_room(
+            batch,
+            kind,
+            lambda members: len(members) * (max(r.k for r in members) + 1) * per_token,
+        )
+
+    def make_room(
+        self,
+        batch: list[RequestState],
+        kind: str,
+        need_mb: Callable[[list[RequestState]], float],
+    ) -> list[RequestState]:
+        """Evict requests until the batch's next iteration fits in KV (``preempt_recompute``).
+
+        As vLLM does when a running sequence cannot grow, the most recently
+        admitted request goes first, whether it waits in the decode lane or
+        belongs to the batch; the oldest requests keep running, so the
+        replica always makes progress. Each victim frees its KV and goes to
+        the head of the prefill lane to recompute its context. Returns what
+        is left of the batch (empty when not even its oldest member fits).
+        """
+        batch = list(batch)
+        while batch and not self.pool.fits(need_mb(batch)):
+            victim, victim_kind = self._newest_evictable(batch, kind)
+            if any(member is victim for member in batch):
+                batch = [member for member in batch if member is not victim]
+            self._evict(victim, victim_kind)
+        return batch
+
+    def _newest_evictable(self, batch: list[RequestState], kind: str) -> tuple[RequestState, str]:
+        """The most recently admitted request in the batch or waiting in a lane.
+
+        Under a lane rule the verify lane and the current pass hold fused
+        requests waiting too; requests of an iteration under way are never
+        evicted.
+        """
+        replica = self.replica
+        in_batch = {id(req) for req in batch}
+        queued = {id(req): lane for lane, queue in replica.decode_q.items() for req in queue}
+        for req in replica.verify_q:
+            queued[id(req)] = FUSED
+        for req in replica.pass_q:
+            queued[id(req)] = FUSED
+        for req in reversed(replica.holders):
+            if id(req) in in_batch:
+                return req, kind
+            if id(req) in queued:
+                return req, queued[id(req)]
+        raise AssertionError("a batch member holds no KV")
+
+    def _evict(self, victim: RequestState, kind: str) -> None:
+        """Free the victim's KV and queue it, first in line, to recompute its prefill."""
+        replica = self.replica
+        queue = replica.decode_q[kind]
+        if victim in queue:
+            queue.remove(victim)
+        elif victim in replica.verify_q:
+            replica.verify_q.remove(victim)  # its drafts are dropped with its KV
+        elif victim in replica.pass_q:
+            replica.pass_q.remove(victim)
+        self.release(victim)
+        victim.preemptions += 1
+        replica.prefill_q.insert(0, (victim, kind, victim.arrival_s))
+        replica.context.tracer.event(
+            replica.env.now, "preempt", f"request {victim.request_id}", f"replica {replica.index}"
+        )
+
+    def with_kv(self, items: list[QueuedItem]) -> list[QueuedItem]:
+        """Verify items with the KV their step would add and the free KV (``reads_kv`` policies).
+
+        With ``queue`` a request's KV, drafts included, was reserved at
+        prefill: a verify step adds none. With ``preempt_recompute`` it adds
+        its ``k + 1`` tokens at the verifier's KV per token.
+        """
+        per_token = self.mb_per_token[VERIFY] if self.grows else 0.0
+        free_mb = self.pool.free_mb
+        return [
+            item._replace(kv_need_mb=item.new_tokens * per_token, kv_free_mb=free_mb)
+            for item in items
+        ]
+
+    def spill(
+        self, queue: list[RequestState], take: tuple[int, ...], spill: tuple[int, ...]
+    ) -> tuple[list[RequestState], float]:
+        """Move the verify items in ``spill`` to fused mode; offer the ``take`` ones.
+
+        A spilled request's bundle is dropped (its drafts are never verified),
+        its device slot and its verifier KV are freed, and it goes first in
+        line in the prefill lane to build its context on the fused model (as
+        a preempted request recomputes its own), then continues with fused
+        rounds. A request whose prompt, output and ``k_max`` drafts exceed the
+        fused model's context window (the end of its LUT grid) is not spilled:
+        it waits, as with ``delay``: when nothing is taken and nothing could
+        spill, those requests run as ``edf`` would take them (the policy gives
+        them in EDF order) and ``scheduler.kv.on_full`` makes room. When
+        something spilled and nothing is taken, the replica decides again now.
+        """
+        replica = self.replica
+        batch = [queue[i] for i in take]
+        window = replica.costs.context_window(FUSED)
+        k_max = replica.context.k_max
+        moved = False
+        stay: list[RequestState] = []
+        for req in [queue[i] for i in spill]:
+            if req.prompt_tokens + req.output_tokens + k_max > window:
+                stay.append(req)
+                continue
+            moved = True
+            queue.remove(req)
+            self.release(req)
+            replica.lifecycle.spill_to_fused(req)
+            replica.prefill_q.insert(0, (req, FUSED, req.arrival_s))
+            replica.context.tracer.event(
+                replica.env.now,
+                "spill_fused",
+                f"request {req.request_id}",
+                f"replica {replica.index}",
+            )
+        if not batch and not moved:
+            batch = stay[: replica.step_lane.limits.max_batch]
+        return batch, replica.env.now if not batch else INF
