@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-from pathlib import Path
 
 from simulator import load_scenario
 from simulator.engine.core import Engine
@@ -12,66 +10,20 @@ from simulator.engine.runtime import build_runtime
 from simulator.rng import RandomStreams
 from simulator.runner import build_requests
 from tests.engine_fixtures import synthetic, write_scenario
-
-PACKAGE = Path(__file__).resolve().parent.parent / "simulator"
-
-
-def _imports(path: Path) -> set[str]:
-    """Every ``simulator.*`` module a file imports, type-checking-only imports included."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("simulator"):
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("simulator"))
-    return found
-
-
-def _module_graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        graph[name] = _imports(path)
-    return graph
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in graph:
-                continue
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
+from tests.import_graph import PACKAGE, cycle, module_graph
 
 
 def test_engine_modules_import_no_circle():
     graph = {
         name: {m for m in deps if m.startswith("simulator.engine")}
-        for name, deps in _module_graph().items()
+        for name, deps in module_graph().items()
         if name.startswith("simulator.engine")
     }
-    assert _cycle(graph) is None, _cycle(graph)
+    assert cycle(graph) is None, cycle(graph)
 
 
 def test_servers_and_collaborators_do_not_know_the_engine():
-    graph = _module_graph()
+    graph = module_graph()
     for module in (
         "target",
         "draft_device",
@@ -90,7 +42,7 @@ def test_servers_and_collaborators_do_not_know_the_engine():
 
 
 def test_servers_reach_the_collaborators_only_through_their_context():
-    graph = _module_graph()
+    graph = module_graph()
     for server in ("target", "draft_device"):
         deps = graph[f"simulator.engine.{server}"]
         for room in ("speculation", "flow", "dispatcher", "fleet", "binding"):
@@ -98,7 +50,7 @@ def test_servers_reach_the_collaborators_only_through_their_context():
 
 
 def test_metrics_and_the_planner_log_read_records_not_the_kernel():
-    for name, deps in _module_graph().items():
+    for name, deps in module_graph().items():
         if name.startswith("simulator.metrics") or name in (
             "simulator.planner.log",
             "simulator.planner.objectives",
