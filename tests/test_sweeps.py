@@ -10,6 +10,7 @@ import pickle
 import shutil
 import signal
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -129,18 +130,26 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     assert len(pd.read_csv(out / "sweep.csv")) == len(scales)
 
 
-def test_a_changed_scenario_is_rerun(tmp_path):
+def _rerun_with_stale_key(tmp_path: Path, key: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Sweep two points, mark the second's ``run.json`` ``key`` as stale, sweep again.
+
+    Returns the second point's ``run.json`` before and after the second sweep.
+    """
     _scenario(tmp_path)
     file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
     out = tmp_path / "out"
     sweep(file, out, workers=1)
     info_path = out / "runs/0001/run.json"
-    info = json.loads(info_path.read_text())
-    info["scenario_sha256"] = "0" * 64
-    info_path.write_text(json.dumps(info))
+    before = json.loads(info_path.read_text())
+    info_path.write_text(json.dumps({**before, key: "0" * 64}))
     sweep(file, out, workers=1)
     assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["resumed", "ran"]
-    assert json.loads(info_path.read_text())["scenario_sha256"] != "0" * 64
+    return before, json.loads(info_path.read_text())
+
+
+def test_a_changed_scenario_is_rerun(tmp_path):
+    _, after = _rerun_with_stale_key(tmp_path, "scenario_sha256")
+    assert after["scenario_sha256"] != "0" * 64
 
 
 def test_a_failing_run_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
@@ -380,19 +389,10 @@ def test_an_edited_input_file_runs_the_points_again(tmp_path):
 
 
 def test_results_of_other_code_run_again(tmp_path):
-    _scenario(tmp_path)
-    file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
-    out = tmp_path / "out"
-    sweep(file, out, workers=1)
-    info_path = out / "runs/0001/run.json"
-    info = json.loads(info_path.read_text())
-    assert info["code_sha256"] == content_hash.code_sha256()
-    assert info["specdec_sim_version"]
-    info["code_sha256"] = "0" * 64
-    info_path.write_text(json.dumps(info))
-    sweep(file, out, workers=1)
-    assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["resumed", "ran"]
-    assert json.loads(info_path.read_text())["code_sha256"] == content_hash.code_sha256()
+    before, after = _rerun_with_stale_key(tmp_path, "code_sha256")
+    assert before["code_sha256"] == content_hash.code_sha256()
+    assert before["specdec_sim_version"]
+    assert after["code_sha256"] == content_hash.code_sha256()
 
 
 def test_the_code_identity_follows_the_sources(tmp_path, monkeypatch):

@@ -53,11 +53,17 @@ def check_kv_guard(ctx: BuildContext, classes: list[DeviceClass]) -> None:
             )
 
 
+def _policy(ctx: BuildContext, family: str, name: str) -> PolicyChoice:
+    """The ``family`` policy chosen under ``scheduler.<name>`` (its ``policy`` and ``params``)."""
+    raw = ctx.doc["scheduler"][name]
+    return build_policy(ctx, family, raw["policy"], raw["params"], f"scheduler.{name}")
+
+
 def _lane(ctx: BuildContext, name: str, family: str) -> LaneSpec:
     raw = ctx.doc["scheduler"][name]
     batching = raw["batching"]
     lane = LaneSpec(
-        policy=build_policy(ctx, family, raw["policy"], raw["params"], f"scheduler.{name}"),
+        policy=_policy(ctx, family, name),
         limits=BatchLimits(
             int(batching["max_batch"]), float(batching["max_wait_ms"]), batching["max_tokens"]
         ),
@@ -152,29 +158,11 @@ def build_scheduler(ctx: BuildContext, lanes: LanesSpec) -> SchedulerSpec:
         prefill=_lane(ctx, "prefill", "prefill_batching"),
         draft=_lane(ctx, "draft", "draft_scheduling"),
         verify=_lane(ctx, "verify", "verify_batching"),
-        routing=build_policy(
-            ctx,
-            "routing",
-            sched["routing"]["policy"],
-            sched["routing"]["params"],
-            "scheduler.routing",
-        ),
-        admission=build_policy(
-            ctx,
-            "admission",
-            sched["admission_control"]["policy"],
-            sched["admission_control"]["params"],
-            "scheduler.admission_control",
-        ),
+        routing=_policy(ctx, "routing", "routing"),
+        admission=_policy(ctx, "admission", "admission_control"),
         kv_on_full=sched["kv"]["on_full"],
         max_running_requests=int(sched["max_running_requests"]),
-        arbitration=build_policy(
-            ctx,
-            "arbitration",
-            sched["arbitration"]["policy"],
-            sched["arbitration"]["params"],
-            "scheduler.arbitration",
-        ),
+        arbitration=_policy(ctx, "arbitration", "arbitration"),
         draft_selection=_draft_selection(ctx),
         lanes=lanes,
     )
