@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import math
 import re
 import statistics
@@ -24,6 +25,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -36,6 +38,7 @@ ML_ENERGY_V2 = "mlenergy_v2_llm_a100_h100.csv"
 ML_ENERGY_V3 = "mlenergy_v3_h100_rows.csv"
 DISTSERVE = "distserve_max_num_tokens.csv"
 PRICES = "cloud_prices.csv"
+H100_POWER_SAMPLES = "microbench_h100_power_clock_samples_1hz.csv"
 
 A100_V2_GPU = "NVIDIA A100-SXM4-40GB"
 H100_V2_GPU = "NVIDIA H100 80GB HBM3"
@@ -168,6 +171,44 @@ def v2_power_per_gpu_w(v2: Sequence[Row], gpu: str) -> tuple[float, int]:
         for r in best
     ]
     return round(statistics.median(per_gpu), 1), len(per_gpu)
+
+
+def h100_idle_power_w() -> tuple[float, float, str]:
+    """Measured idle board power of one H100: (context resident, no process, citation).
+
+    The first samples of the project's H100 measurement run are the board at rest:
+    with no process (SM clock 345 MHz, 4 MiB used) and then with a CUDA context
+    resident and no kernel running (under 1 GiB used, 0 % utilisation), which is
+    how a serving engine holding its weights idles between requests. The
+    resident value is the median of those samples.
+    """
+    with (INPUTS / H100_POWER_SAMPLES).open(newline="", encoding="utf-8") as handle:
+        rows = [[cell.strip() for cell in row] for row in csv.reader(handle)]
+    header, body = rows[0], rows[1:]
+    power = header.index("power.draw [W]")
+    used = header.index("memory.used [MiB]")
+    util = header.index("utilization.gpu [%]")
+
+    def number(cell: str) -> float:
+        return float(cell.split()[0])
+
+    at_rest = []
+    for row in body:
+        if number(row[util]) > 0 or number(row[used]) >= 1024:
+            break
+        at_rest.append(row)
+    no_process = [number(r[power]) for r in at_rest if number(r[used]) < 64]
+    resident = [number(r[power]) for r in at_rest if number(r[used]) >= 64]
+    resident_w = round(statistics.median(resident), 1)
+    no_process_w = round(statistics.median(no_process), 1)
+    text = (
+        f"inputs/{H100_POWER_SAMPLES}: the {len(at_rest)} first samples, before any kernel ran "
+        "(utilization.gpu 0 %, memory.used under 1 GiB); median power.draw of the "
+        f"{len(resident)} with a CUDA context resident (memory.used >= 64 MiB, SM clock "
+        f"1980 MHz): {resident_w} W; with no process it drew {no_process_w} W "
+        "(microbench_h100/README.md, 'Idle power')"
+    )
+    return resident_w, no_process_w, text
 
 
 def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
@@ -644,6 +685,9 @@ def target_profile(
         "cost.usd_per_hour": f"{price[1]}, x {tp} GPUs per replica",
     }
     if gpu == "h100":
+        idle_w, _no_process_w, idle_text = h100_idle_power_w()
+        doc["energy"]["idle_power_w"] = round(idle_w * tp, 1)
+        sources["energy.idle_power_w"] = f"{idle_text}; x {tp} GPUs per replica"
         doc["memory"]["bandwidth_gb_per_s"] = float(row["memory_bw_GBps"])
         sources["memory.bandwidth_gb_per_s"] = fact_ref(device, "memory_bw_GBps")
         sources["energy.active_power_w_per_gpu"] = (
@@ -704,7 +748,10 @@ def h100_notes(per_gpu_w: float, h100_v2_w: float) -> str:
         "Datacenter target replica. Memory and memory bandwidth per GPU from the H100 SXM 80GB "
         "data row, which labels ML.ENERGY's H100 measurements as H100 SXM 80GB. Active power is measured "
         f"GPU power in ML.ENERGY v3 ({per_gpu_w} W per GPU at saturation; the whole-run "
-        f"average derived from v2 is {h100_v2_w} W). Idle power is not in the data. "
+        f"average derived from v2 is {h100_v2_w} W). Idle power is the measured draw of an "
+        "H100 holding a CUDA context with no kernel running, as a serving engine idles "
+        f"between requests ({h100_idle_power_w()[0]} W per GPU; {h100_idle_power_w()[1]} W "
+        "with no process on the GPU). "
         "kv_cache_limit_mb is not set: the engine derives the KV budget from memory minus "
         "weights. Interconnect fits are for GPUs inside one DGX node (Vidur NCCL profiles).\n"
     )
@@ -920,10 +967,24 @@ def readme_with_table(readme: str, table: str) -> str:
     return head + TABLE_START + table + TABLE_END + tail
 
 
+def engine_module() -> ModuleType:
+    """``derive_engines.py`` beside this script (the engine profiles)."""
+    spec = importlib.util.spec_from_file_location("derive_engines", HERE / "derive_engines.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def rendered_files() -> dict[str, str]:
-    """Return ``{file name: text}`` for every file this script generates (profiles, README)."""
+    """Return ``{file name: text}`` for every file this script generates.
+
+    The profiles, the README's table and the engine profiles (``engines/<id>.yaml``).
+    """
     profiles = build_profiles()
     files = {f"{profile_id}.yaml": render(doc) for profile_id, doc in profiles.items()}
+    for name, text in engine_module().rendered_files().items():
+        files[f"engines/{name}"] = text
     readme = HERE / "README.md"
     if readme.is_file():
         current = readme.read_text(encoding="utf-8")

@@ -14,8 +14,7 @@ degree ``t``::
 Block operators come from an :class:`~lut_population.operators.OpTimes`
 (profiled, ratio-scaled or roofline-fitted), attention from
 :class:`~lut_population.attention.AttentionModel`, all-reduce from
-:class:`~lut_population.collectives.AllReduceFit`, host overhead from
-:class:`~lut_population.cpu_overhead.CpuOverheadFit`. Pipeline parallelism is
+:class:`~lut_population.collectives.AllReduceFit`. Pipeline parallelism is
 not modelled (every LUT has pipeline_parallel = 1).
 """
 
@@ -28,7 +27,6 @@ import numpy as np
 from lut_population.arrays import FloatArray
 from lut_population.attention import AttentionModel
 from lut_population.collectives import AllReduceFit
-from lut_population.cpu_overhead import CpuOverheadFit
 from lut_population.operators import OpTimes
 from lut_population.power import PowerCurve
 from lut_population.shapes import BYTES_PER_MIB, FP16_BYTES, ModelShape
@@ -61,7 +59,6 @@ class ComposedGpuModel:
         ops: Per-layer operator times.
         attention: Per-layer attention time of one GPU shard.
         all_reduce: All-reduce model (None at TP 1).
-        cpu: Host-side time per iteration.
         power: Per-GPU power curve.
         capacity_mb: Replica memory (TP x GPU memory), for flagging rows that do not fit.
         source: The ``source`` tag of the rows.
@@ -72,7 +69,6 @@ class ComposedGpuModel:
     ops: OpTimes
     attention: AttentionModel
     all_reduce: AllReduceFit | None
-    cpu: CpuOverheadFit
     power: PowerCurve
     capacity_mb: float | None
     source: str
@@ -103,7 +99,6 @@ class ComposedGpuModel:
             self.ops.time_ms("emb", tokens)
             + self.ops.time_ms("input_layernorm", tokens)
             + self.ops.lm_head_ms(work.logit_rows)
-            + self.cpu.time_ms(work.batch, work.logit_rows)
         )
         return np.asarray(self.shape.num_layers * layer + once)
 

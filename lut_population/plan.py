@@ -24,7 +24,6 @@ from functools import cache
 
 from lut_population.attention import AttentionModel, fit_attention
 from lut_population.collectives import all_reduce_fit
-from lut_population.cpu_overhead import cpu_overhead_fit
 from lut_population.device_roofline import RooflineModel, calibrate, cited_number, row_named
 from lut_population.gpu_compose import ComposedGpuModel
 from lut_population.gpu_scaling import gpu_ratios
@@ -133,7 +132,7 @@ def _ops(model_id: str, gpu: str, tp: int) -> tuple[OpTimes, str]:
     shape = load_models()[model_id]
     if has_operator_profile(gpu, model_id):
         profile = load_operator_profile(gpu, model_id)
-        return ProfiledOps(profile, tp, shape), f"vidur_profile@{VIDUR_COMMIT}+compose_v1"
+        return ProfiledOps(profile, tp, shape), f"vidur_profile@{VIDUR_COMMIT}+compose_v2"
     if gpu != "a100" and has_operator_profile("a100", model_id):
         scaled = ratio_scaled_profile(
             load_operator_profile("a100", model_id),
@@ -141,11 +140,11 @@ def _ops(model_id: str, gpu: str, tp: int) -> tuple[OpTimes, str]:
             load_operator_profile(gpu, REFERENCE_MODEL),
             gpu,
         )
-        tag = f"vidur_profile@{VIDUR_COMMIT}+{gpu}_ratio_v1+compose_v1"
+        tag = f"vidur_profile@{VIDUR_COMMIT}+{gpu}_ratio_v1+compose_v2"
         return ProfiledOps(scaled, tp, shape), tag
     return FittedOps(
         op_roofline_fit(gpu), shape, tp
-    ), f"vidur_op_roofline@{VIDUR_COMMIT}+compose_v1"
+    ), f"vidur_op_roofline@{VIDUR_COMMIT}+compose_v2"
 
 
 @cache
@@ -172,7 +171,6 @@ def gpu_model(model_id: str, hardware: str, tp: int) -> ComposedGpuModel:
         ops=ops,
         attention=attention,
         all_reduce=all_reduce_fit(gpu, tp) if tp > 1 else None,
-        cpu=cpu_overhead_fit(),
         power=power_curve(gpu, size_class(shape.total_params)),
         capacity_mb=gpu_memory_mb(hardware) * tp,
         source=source,

@@ -149,6 +149,8 @@ def write_scenario(
                 "type": "target",
                 "profile": str(PROFILES / "a100-tp1.yaml"),
                 "count": replicas,
+                # The synthetic LUT rows are the steps the hand computations expect.
+                "engine": "none",
             },
         ],
         "speculation": _speculation(mode, k),

@@ -972,7 +972,7 @@ CASES: dict[str, Case] = {
         "> 0",
     ),
     "YAML syntax error": Case(
-        _yaml_syntax_error, "scenario.yaml", "line 37, column 4", "'k: 4'", "valid YAML"
+        _yaml_syntax_error, "scenario.yaml", "line 38, column 4", "'k: 4'", "valid YAML"
     ),
     "duplicate YAML key": Case(
         _duplicate_yaml_key, "scenario.yaml", "duplicate key 'seed'", "'seed: 3'", "valid YAML"

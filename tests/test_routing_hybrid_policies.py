@@ -183,8 +183,21 @@ def _two_pools(tmp_path: Path, policy: str, workload: dict[str, Any]) -> Path:
     document = yaml.safe_load(path.read_text())
     document["hardware_profiles"] = [
         document["hardware_profiles"][0],
-        {"id": "near", "type": "target", "profile": str(PROFILES / "a100-tp1.yaml"), "count": 1},
-        {"id": "far", "type": "target", "profile": str(PROFILES / "a100-tp1.yaml"), "count": 1},
+        # engine none: the fixture's LUT rows are the steps the hand computations expect
+        {
+            "id": "near",
+            "type": "target",
+            "profile": str(PROFILES / "a100-tp1.yaml"),
+            "count": 1,
+            "engine": "none",
+        },
+        {
+            "id": "far",
+            "type": "target",
+            "profile": str(PROFILES / "a100-tp1.yaml"),
+            "count": 1,
+            "engine": "none",
+        },
     ]
     document["network"]["links"] = [
         {"src": "laptops", "dst": "near", "rtt_ms": 2, "bw_mbps": 1000},

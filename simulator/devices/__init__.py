@@ -9,6 +9,14 @@ them up by id.
 from __future__ import annotations
 
 from simulator.devices.checks import availability_section_issues
+from simulator.devices.engine_profile import (
+    BUNDLED_ENGINES,
+    DEFAULT_ENGINE,
+    EngineProfile,
+    engine_reference,
+    is_engine_path,
+    load_engine_profile,
+)
 from simulator.devices.load import (
     SCHEMA_NAME,
     build_availability,
@@ -37,6 +45,8 @@ from simulator.devices.model import (
 from simulator.devices.registry import DeviceRegistry, UnknownDeviceError
 
 __all__ = [
+    "BUNDLED_ENGINES",
+    "DEFAULT_ENGINE",
     "SCHEMA_NAME",
     "Availability",
     "AvailabilityWindow",
@@ -48,6 +58,7 @@ __all__ = [
     "DeviceRegistry",
     "DeviceRole",
     "EnergySpec",
+    "EngineProfile",
     "Interconnect",
     "KvCapacityPoint",
     "LinkLabel",
@@ -59,6 +70,9 @@ __all__ = [
     "availability_section_issues",
     "build_availability",
     "build_profile",
+    "engine_reference",
+    "is_engine_path",
     "load_device_profile",
     "load_device_profiles",
+    "load_engine_profile",
 ]

@@ -9,6 +9,11 @@ lookups of a long decode run cheap and lets the engine advance a run of
 iterations with an unchanged batch in one event with exactly the same result
 as stepping each one.
 
+On a target replica a :class:`~simulator.engine.step_pricing.StepPricer`
+turns the LUT's GPU time into the engine step's (CUDA-graph padding, launch
+and host time); the curve holds the priced steps at the grid points and is
+interpolated between them like the LUT itself.
+
 A replica's costs are keyed by kind of work (:data:`DECODE`, :data:`VERIFY`,
 :data:`FUSED`), names declared once in :mod:`policies.lanes`.
 """
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.lanes import DECODE, FUSED, VERIFY
+from simulator.engine.step_pricing import StepPricer
 from simulator.lut import LutKey, LutManager, OutOfRange
 
 VECTOR_MIN_STEPS = 16
@@ -45,15 +51,17 @@ class ContextCurve:
     extrapolates).
     """
 
-    __slots__ = ("_cost", "_energy", "_k", "_latency", "_n", "_xs")
+    __slots__ = ("_energy", "_k", "_latency", "_lookup", "_n", "_xs")
 
-    def __init__(self, cost: PhaseCost, microbatch: float, fanout_k: int) -> None:
-        self._cost = cost
+    def __init__(
+        self, cost: PhaseCost, microbatch: float, fanout_k: int, gpu_only: bool = False
+    ) -> None:
+        self._lookup = cost.gpu_lookup if gpu_only else cost.lookup
         self._n = microbatch
         self._k = fanout_k
         xs = list(cost.context_axis)
         self._xs = xs
-        points = [cost.lookup(x, microbatch, fanout_k) for x in xs]
+        points = [self._lookup(x, microbatch, fanout_k) for x in xs]
         self._latency = [p.latency_s for p in points]
         self._energy = [p.energy_j for p in points]
 
@@ -61,7 +69,7 @@ class ContextCurve:
         """Return ``(latency_s, energy_j)`` of one iteration at mean context ``context``."""
         xs = self._xs
         if context < xs[0] or context > xs[-1] or len(xs) == 1:
-            point = self._cost.lookup(context, self._n, self._k)
+            point = self._lookup(context, self._n, self._k)
             return point.latency_s, point.energy_j
         i = bisect_right(xs, context) - 1
         if i >= len(xs) - 1:
@@ -123,28 +131,79 @@ class ContextCurve:
 
 
 class PhaseCost:
-    """Iteration costs of one LUT key (phase, model, hardware, parallelism, dtype)."""
+    """Iteration costs of one LUT key (phase, model, hardware, parallelism, dtype).
 
-    def __init__(self, manager: LutManager, key: LutKey, out_of_range: OutOfRange) -> None:
+    Args:
+        manager: The LUT manager.
+        key: The LUT key.
+        out_of_range: The out-of-range rule of lookups.
+        pricer: How the replica's engine turns the key's GPU time into steps
+            (``None``: the LUT rows are the steps, as on client devices).
+    """
+
+    def __init__(
+        self,
+        manager: LutManager,
+        key: LutKey,
+        out_of_range: OutOfRange,
+        pricer: StepPricer | None = None,
+    ) -> None:
         self.manager = manager
         self.key = key
         self.out_of_range = out_of_range
+        self.pricer = pricer
         self.context_axis: tuple[float, ...] = tuple(float(x) for x in manager.grid(key)[0])
-        self._curves: dict[tuple[float, int], ContextCurve] = {}
+        self._curves: dict[tuple[float, int, bool], ContextCurve] = {}
 
-    def lookup(self, context: float, microbatch: float, fanout_k: int) -> IterationCost:
-        """Return the cost of one iteration straight from the LUT manager."""
+    def gpu_lookup(self, context: float, microbatch: float, fanout_k: int) -> IterationCost:
+        """Return the GPU work of one iteration (the LUT row, at the padded batch size)."""
+        pricer = self.pricer
+        rows = microbatch if pricer is None else pricer.lut_microbatch(microbatch)
         result = self.manager.lookup(
-            self.key, context, microbatch, fanout_k, out_of_range=self.out_of_range
+            self.key, context, rows, fanout_k, out_of_range=self.out_of_range
         )
         return IterationCost(result.latency_ms / 1000.0, result.energy_mj / 1000.0)
 
-    def curve(self, microbatch: float, fanout_k: int = 1) -> ContextCurve:
-        """Return the (cached) context curve for ``(microbatch, fanout_k)``."""
-        key = (microbatch, fanout_k)
+    def lookup(self, context: float, microbatch: float, fanout_k: int) -> IterationCost:
+        """Return the cost of one iteration: the LUT row as the replica's engine runs it."""
+        gpu = self.gpu_lookup(context, microbatch, fanout_k)
+        if self.pricer is None:
+            return gpu
+        latency_ms, energy_mj = self.pricer.step(
+            gpu.latency_s * 1000.0, gpu.energy_j * 1000.0, microbatch, fanout_k
+        )
+        return IterationCost(latency_ms / 1000.0, energy_mj / 1000.0)
+
+    def engine_step(
+        self, gpu_s: float, gpu_j: float, microbatch: float, fanout_k: int
+    ) -> tuple[float, float]:
+        """Return ``(latency_s, energy_j)`` of a step whose GPU work is ``gpu_s`` and ``gpu_j``.
+
+        For iterations assembled from several LUT lookups (a chunked-prefill
+        pass): the engine's host, launch and idle-power terms are applied once.
+        """
+        if self.pricer is None:
+            return gpu_s, gpu_j
+        latency_ms, energy_mj = self.pricer.step(
+            gpu_s * 1000.0, gpu_j * 1000.0, microbatch, fanout_k
+        )
+        return latency_ms / 1000.0, energy_mj / 1000.0
+
+    def gpu_at(self, context: float, microbatch: float, fanout_k: int = 1) -> tuple[float, float]:
+        """Return ``(latency_s, energy_j)`` of the GPU work alone (no engine terms)."""
+        if self.pricer is None:
+            return self.at(context, microbatch, fanout_k)
+        return self.curve(microbatch, fanout_k, gpu_only=True).at(context)
+
+    def curve(self, microbatch: float, fanout_k: int = 1, gpu_only: bool = False) -> ContextCurve:
+        """Return the (cached) context curve for ``(microbatch, fanout_k)``.
+
+        ``gpu_only``: the curve of the GPU work alone, without the engine's terms.
+        """
+        key = (microbatch, fanout_k, gpu_only)
         curve = self._curves.get(key)
         if curve is None:
-            curve = ContextCurve(self, microbatch, fanout_k)
+            curve = ContextCurve(self, microbatch, fanout_k, gpu_only)
             self._curves[key] = curve
         return curve
 

@@ -171,6 +171,13 @@ class MixedIterations:
         kind = ""
         batch: list[RequestState] = []
         latency_s, energy_j = self._chunk_cost(chunks)
+        if chunks:
+            # A pass of chunks alone is one engine step of the prefill model.
+            prefill = replica.costs.prefill[chunks[0][1]]
+            assert prefill is not None
+            chunk_step = prefill.engine_step(latency_s, energy_j, len(chunks), 1)
+        else:
+            chunk_step = (latency_s, energy_j)
         if step is not None:
             kind, batch = step
             if kind != DECODE:
@@ -185,10 +192,13 @@ class MixedIterations:
                 cost, batch, kind != DECODE, replica.costs.step[DECODE]
             )
             # The chunks' pass already reads the weights: decode-lane work adds what it
-            # costs beyond a batch-1 pass at the grid's shortest context.
-            base_s, base_j = cost.at(cost.context_axis[0], 1, 1)
-            latency_s = max(latency_s + step_s - base_s, latency_s, step_s)
-            energy_j = max(energy_j + step_j - base_j, energy_j, step_j)
+            # costs beyond a batch-1 pass at the grid's shortest context (GPU work; the
+            # decode-lane step brings the engine's host time, once).
+            base_s, base_j = cost.gpu_at(cost.context_axis[0], 1, 1)
+            latency_s = max(latency_s + step_s - base_s, chunk_step[0], step_s)
+            energy_j = max(energy_j + step_j - base_j, chunk_step[1], step_j)
+        else:
+            latency_s, energy_j = chunk_step
         latency_s, energy_j = replica.throttled(now, latency_s, energy_j)
         context = replica.context
         if context.tracing:
@@ -223,13 +233,14 @@ class MixedIterations:
         )
 
     def _chunk_cost(self, chunks: list[Chunk]) -> tuple[float, float]:
-        """Latency and energy of prefill chunks in one pass.
+        """GPU latency and energy of prefill chunks in one pass.
 
         Prompts prefilled whole in this chunk are priced together as a prefill
         batch (as without chunking); a chunk of ``c`` tokens continuing ``p``
         already computed costs ``F(p + c) - F(p)``, with ``F(L)`` the LUT's
         batch-1 prefill of ``L`` tokens: the extra attention over the prefix
-        is included, fixed per-pass costs cancel.
+        is included, fixed per-pass costs cancel. All of it is GPU work; the
+        caller adds the engine's terms for the pass once.
         """
         prefill = self.replica.costs.prefill
         whole = [
@@ -242,7 +253,7 @@ class MixedIterations:
         if whole:
             cost = prefill[whole[0][1]]
             assert cost is not None
-            latency_s, energy_j = cost.at(
+            latency_s, energy_j = cost.gpu_at(
                 sum(req.context for req, _ in whole) / len(whole), len(whole), 1
             )
         for req, kind, tokens in chunks:
@@ -250,9 +261,9 @@ class MixedIterations:
                 continue
             cost = prefill[kind]
             assert cost is not None
-            end_s, end_j = cost.at(req.prefilled + tokens, 1, 1)
+            end_s, end_j = cost.gpu_at(req.prefilled + tokens, 1, 1)
             if req.prefilled > 0:
-                done_s, done_j = cost.at(req.prefilled, 1, 1)
+                done_s, done_j = cost.gpu_at(req.prefilled, 1, 1)
                 end_s -= done_s
                 end_j -= done_j
             latency_s += end_s

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 from policies.lanes import DECODE, FUSED, VERIFY
 from simulator.acceptance import AcceptanceModel
+from simulator.devices.engine_profile import step_models
 from simulator.devices.model import Availability, ThermalSpec
 from simulator.engine.costs import LaneCosts, PhaseCost, ReplicaCosts
+from simulator.engine.step_pricing import StepPricer
 from simulator.errors import InputError, make_issue
 from simulator.lut import LutKey, LutManager
 from simulator.scenario.model import (
@@ -237,10 +239,12 @@ class _Resolver:
         cost = self._costs.get(key)
         if cost is None:
             scenario = self.scenario
+            lut_key = scenario.lut_key(model, device, phase)
             cost = PhaseCost(
                 scenario.luts,
-                scenario.lut_key(model, device, phase),
+                lut_key,
                 scenario.simulation.lut_out_of_range,
+                step_pricer(device, lut_key),
             )
             self._costs[key] = cost
         return cost
@@ -296,12 +300,12 @@ class _Resolver:
             return None
         assert lanes.drafter is not None and lanes.verifier is not None
         out_of_range = scenario.simulation.lut_out_of_range
+        draft_key = lane_lut_key(lanes.drafter, device, "draft_decode")
+        verify_key = lane_lut_key(lanes.verifier, device, "verify")
         return LaneCosts(
-            draft=PhaseCost(
-                scenario.luts, lane_lut_key(lanes.drafter, device, "draft_decode"), out_of_range
-            ),
+            draft=PhaseCost(scenario.luts, draft_key, out_of_range, step_pricer(device, draft_key)),
             verify=PhaseCost(
-                scenario.luts, lane_lut_key(lanes.verifier, device, "verify"), out_of_range
+                scenario.luts, verify_key, out_of_range, step_pricer(device, verify_key)
             ),
         )
 
@@ -356,6 +360,14 @@ class _Resolver:
             active_power_w=device.profile.energy.active_power_w,
             usd_per_hour=device.usd_per_hour,
         )
+
+
+def step_pricer(device: DeviceClass, key: LutKey) -> StepPricer | None:
+    """How a target class's engine runs the steps of ``key`` (``None`` on client devices)."""
+    if device.engine is None:
+        return None
+    idle_w = device.profile.energy.idle_power_w
+    return StepPricer(device.engine, key.phase, step_models(key.phase, key.model), idle_w or 0.0)
 
 
 def _kv_capacity_mb(device: DeviceClass, static_mb: float) -> float:

@@ -81,18 +81,20 @@ class SplitRounds:
         segments: list[Segment] = []
         n = len(batch)
         if kind == PREFILL_PASS:
-            latency_s, energy_j = self.prefill.at(sum(req.context for req, _ in batch) / n, n, 1)
+            latency_s, energy_j = self.prefill.gpu_at(
+                sum(req.context for req, _ in batch) / n, n, 1
+            )
             segments = [(2 * host, HOST), (latency_s, COMPUTE)]
             return [s for s in segments if s[0] > 0], energy_j
         k = max(req.k for req in batch) if n > 1 else batch[0].k
         context = sum(req.context for req in batch) / n
         energy_j = 0.0
         if kind in (DRAFT_PASS, ROUND):
-            draft_s, draft_j = self.costs.draft.curve(n, 1).sum_steps(context, k)
+            draft_s, draft_j = self.costs.draft.curve(n, 1, gpu_only=True).sum_steps(context, k)
             segments += [(k * host, HOST), (draft_s, MEMORY)]
             energy_j += draft_j
         if kind in (VERIFY_PASS, ROUND):
-            verify_s, verify_j = self.costs.verify.at(context, n, k)
+            verify_s, verify_j = self.costs.verify.gpu_at(context, n, k)
             segments += [(host, HOST), (verify_s, COMPUTE)]
             energy_j += verify_j
         return [s for s in segments if s[0] > 0], energy_j

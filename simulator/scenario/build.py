@@ -18,11 +18,15 @@ from typing import Any
 from policies.plugins import PluginConsent
 from simulator.errors import InputError
 from simulator.lut import LutManager, LutTable
-from simulator.scenario.model import Scenario
+from simulator.scenario.model import DeviceClass, LanesSpec, ModelSpec, Scenario
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.requests import checked_requests
 from simulator.scenario.sections.context import BuildContext
-from simulator.scenario.sections.devices import build_device_classes, load_profiles
+from simulator.scenario.sections.devices import (
+    build_device_classes,
+    check_engine_layers,
+    load_profiles,
+)
 from simulator.scenario.sections.lanes import build_lanes
 from simulator.scenario.sections.models import build_models, check_lut_coverage, load_acceptance
 from simulator.scenario.sections.network import build_network, check_client_links
@@ -71,7 +75,9 @@ def build_scenario(
     check_lut_coverage(ctx, classes, models, luts)
     check_client_links(ctx, classes, network)
     speculation = build_speculation(ctx, models, curves)
-    scheduler = build_scheduler(ctx, build_lanes(ctx, classes, luts))
+    lanes = build_lanes(ctx, classes, luts)
+    check_engine_layers(ctx, classes, _target_model_ids(classes, models, lanes))
+    scheduler = build_scheduler(ctx, lanes)
     planner = build_planner(ctx)
     metrics = build_metrics(ctx)
     workload = build_workload(ctx, [d for d, t in device_ids.items() if t == "draft"])
@@ -108,3 +114,17 @@ def build_scenario(
             raise InputError(reach)
         scenario = replace(scenario, requests=requests)
     return scenario
+
+
+def _target_model_ids(
+    classes: list[DeviceClass], models: Mapping[str, ModelSpec], lanes: LanesSpec
+) -> dict[str, tuple[str, ...]]:
+    """The LUT model ids each target class's replicas run (verifier, fused and lane models)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for device in classes:
+        if device.type != "target":
+            continue
+        ids = [models[name].model_id for name in (device.model, device.fused_model) if name]
+        ids += [lane.model_id for lane in (lanes.drafter, lanes.verifier) if lane is not None]
+        out[device.id] = tuple(ids)
+    return out

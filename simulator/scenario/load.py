@@ -15,6 +15,7 @@ from policies.plugins import (
     load_entry_points,
 )
 from simulator.builtin_data import is_builtin
+from simulator.devices import is_engine_path
 from simulator.errors import InputError, Issue, make_issue
 from simulator.loading import fill_defaults, read_document, resolve_path, schema_issues
 from simulator.scenario.build import build_scenario
@@ -152,6 +153,8 @@ def map_file_references(document: dict[str, Any], rewrite: Callable[[str], str])
     out = copy.deepcopy(document)
     for entry in out["hardware_profiles"]:
         entry["profile"] = rewrite(entry["profile"])
+        if entry.get("engine") is not None and is_engine_path(entry["engine"]):
+            entry["engine"] = rewrite(entry["engine"])
     spec = out["speculation"]
     for list_key, field in PATH_LISTS.items():
         for entry in spec.get(list_key, []):

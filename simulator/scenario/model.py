@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from policies.batching import BatchLimits
 from simulator.acceptance import AcceptanceModel
-from simulator.devices import Availability, DeviceProfile
+from simulator.devices import Availability, DeviceProfile, EngineProfile
 from simulator.lut import LutKey, LutManager, OutOfRange
 from simulator.workload import RequestTable, WorkloadSpec
 
@@ -99,6 +99,8 @@ class DeviceClass:
         draft_models: A draft class that drafts: every drafter model it may
             run, in the listed order (one, or the ``hardware_profiles[].model``
             list); empty otherwise.
+        engine: A target class: the engine profile its replicas run steps with
+            (``hardware_profiles[].engine``); ``None`` for client devices.
     """
 
     id: str
@@ -113,6 +115,7 @@ class DeviceClass:
     usd_per_hour: float | None
     availability: Availability
     draft_models: tuple[str, ...] = ()
+    engine: EngineProfile | None = None
 
     @property
     def hardware(self) -> str:

@@ -11,16 +11,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.devices import (
+    BUNDLED_ENGINES,
+    DEFAULT_ENGINE,
     Availability,
     DeviceProfile,
+    EngineProfile,
     availability_section_issues,
     build_availability,
+    engine_reference,
     load_device_profile,
+    load_engine_profile,
 )
+from simulator.devices.engine_profile import step_models
 from simulator.limits import MAX_TARGET_REPLICAS
 from simulator.loading import resolve_path
 from simulator.scenario.model import DeviceClass, ModelSpec
 from simulator.scenario.sections.context import BuildContext
+from simulator.suggest import did_you_mean
 
 
 def load_profiles(ctx: BuildContext) -> dict[str, DeviceProfile | None]:
@@ -116,6 +123,7 @@ def build_device_classes(
                 fused = _pick_model(ctx, f"{key}.model", None, "fused", models)
             tp = profile.compute.tensor_parallel
             pp = profile.compute.pipeline_parallel
+        engine = _engine(ctx, key, entry)
         price = entry["usd_per_hour"]
         if price is None:
             price = profile.cost.usd_per_hour
@@ -135,6 +143,7 @@ def build_device_classes(
                 usd_per_hour=None if price is None else float(price),
                 availability=availability,
                 draft_models=drafters,
+                engine=engine,
             )
         )
     _check_replica_total(ctx)
@@ -155,6 +164,64 @@ def build_device_classes(
             f"mode {mode!r} needs client devices that draft",
         )
     return classes
+
+
+def _engine(ctx: BuildContext, key: str, entry: Mapping[str, Any]) -> EngineProfile | None:
+    """A target class's engine profile (the default when it names none); refused on clients."""
+    value = entry["engine"]
+    if entry["type"] == "draft":
+        if value is not None:
+            ctx.issue(
+                f"{key}.engine",
+                value,
+                "null: client devices run their LUT rows as they are (engine profiles "
+                "describe target replicas)",
+                "engine profile on a client class",
+            )
+        return None
+    name = DEFAULT_ENGINE if value is None else value
+    if "/" not in name and "." not in name and name not in BUNDLED_ENGINES:
+        ctx.issue(
+            f"{key}.engine",
+            name,
+            f"a bundled engine profile ({', '.join(BUNDLED_ENGINES)}) or the path of a "
+            "profile file (.yaml, .yml or .json)",
+            "unknown engine profile" + did_you_mean(name, BUNDLED_ENGINES),
+        )
+        return None
+    return ctx.load_file(
+        f"{key}.engine", engine_reference(name), load_engine_profile, "engine profile"
+    )
+
+
+def check_engine_layers(
+    ctx: BuildContext, classes: list[DeviceClass], model_ids: Mapping[str, tuple[str, ...]]
+) -> None:
+    """Refuse an engine profile that launches forward passes of a model it has no layer count for.
+
+    ``model_ids`` gives, per target class id, the LUT model ids its replicas run
+    (verifier, fused and lane models).
+    """
+    for device in classes:
+        engine = device.engine
+        if engine is None or engine.launch is None:
+            continue
+        launch = engine.launch
+        for model_id in model_ids.get(device.id, ()):
+            missing = [m for m in step_models("prefill", model_id) if m not in launch.model_layers]
+            for model in missing:
+                ctx.issue(
+                    f"hardware_profiles[{_index_of(ctx, device.id)}].engine",
+                    engine.id,
+                    f"an engine profile whose launch.model_layers lists {model!r} (it lists "
+                    f"{', '.join(sorted(launch.model_layers))}); copy the profile and add the "
+                    "model's num_hidden_layers",
+                    f"engine profile {engine.id!r} cannot price eager launches of {model!r}",
+                )
+
+
+def _index_of(ctx: BuildContext, class_id: str) -> int:
+    return next(i for i, e in enumerate(ctx.doc["hardware_profiles"]) if e["id"] == class_id)
 
 
 def _check_replica_total(ctx: BuildContext) -> None:
