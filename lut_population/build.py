@@ -16,23 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from lut_population.csv_format import COLUMNS, format_number, quote_cell
 from lut_population.grid import Grid, evaluate_grid, refine
 from lut_population.phases import Metrics
 from lut_population.plan import DTYPE, PIPELINE_PARALLEL, FileSpec, KeySpec, build_plan
-from simulator.lut import column_names
-
-COLUMNS: tuple[str, ...] = column_names()
-"""LUT columns, in the order of the shared naming contract."""
-
-SIGNIFICANT_DIGITS = 6
-
-
-def format_number(value: float) -> str:
-    """Six significant digits, positional notation, no trailing zeros."""
-    text = np.format_float_positional(
-        float(value), precision=SIGNIFICANT_DIGITS, unique=False, fractional=False, trim="-"
-    )
-    return "0" if text in ("-0", "0.") else text
 
 
 @dataclass(frozen=True)
@@ -120,14 +107,8 @@ def render_csv(keys: Iterable[BuiltKey]) -> str:
     out = io.StringIO()
     out.write(",".join(COLUMNS) + "\n")
     for _, cells in rows:
-        out.write(",".join(_quote(c) for c in cells) + "\n")
+        out.write(",".join(quote_cell(c) for c in cells) + "\n")
     return out.getvalue()
-
-
-def _quote(cell: str) -> str:
-    if any(ch in cell for ch in ',"\n'):
-        return '"' + cell.replace('"', '""') + '"'
-    return cell
 
 
 def build_tables(plan: tuple[FileSpec, ...] | None = None) -> tuple[BuiltFile, ...]:
