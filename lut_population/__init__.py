@@ -8,6 +8,7 @@ catalog, sanity checks and regression detection. Run it as::
     python -m lut_population build          # regenerate lut/*.csv and lut/CATALOG.md
     python -m lut_population check          # sanity and spot checks; non-zero exit on failure
     python -m lut_population diff OLD NEW   # rows that moved by more than 5 %
+    python -m lut_population profile --model llama-3-8b --hardware my-gpu   # measure on your GPU
 
 See ``lut_population/PLAN.md`` for the workflow and every formula.
 """

@@ -1,4 +1,4 @@
-"""Command line: ``python -m lut_population prepare|build|check|diff``.
+"""Command line: ``python -m lut_population prepare|build|check|diff|profile``.
 
 Exit status: 0 success; 1 a check failed or the diff flagged rows; 2 bad input.
 """
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lut_population.paths import LUT_DIR, repo_relative
+from lut_population.profile.arguments import add_parser as add_profile_parser
 from simulator.errors import EXIT_INPUT_ERROR, InputError
 
 EXIT_FAILED = 1
@@ -19,7 +20,8 @@ EXIT_FAILED = 1
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m lut_population",
-        description="Build, check and compare the LUT files in lut/ from lut_population/inputs.",
+        description="Build, check and compare the LUT files in lut/ from lut_population/inputs, "
+        "or measure LUT rows of a model on your own GPU (profile).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     prepare = commands.add_parser(
@@ -39,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         default=5.0,
         help="relative change (in %%) above which a row counts as moved (default 5)",
     )
+    add_profile_parser(commands)
     return parser
 
 
@@ -101,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _build(args.lut_dir)
         if args.command == "check":
             return _check(args.lut_dir)
+        if args.command == "profile":
+            from lut_population.profile.cli import run as run_profile
+
+            return run_profile(args)
         return _diff(args.old, args.new, args.threshold_pct)
     except InputError as error:
         print(error.render(), file=sys.stderr)
