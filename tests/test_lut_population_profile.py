@@ -466,3 +466,18 @@ def test_cpu_run_of_the_command_writes_loadable_files(tmp_path, capsys):
     for name in ("tiny.eagle__cpu.csv", "tiny.eagle-w2__cpu.csv"):
         load_lut(tmp_path / name, use_cache=False)
         assert (pd.read_csv(tmp_path / name)["phase"] == "draft_decode").all()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
+def test_nothing_but_the_measurement_imports_torch():
+    import subprocess
+
+    code = (
+        "import sys, lut_population.__main__, lut_population.profile.cli; "
+        "print('torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "False"

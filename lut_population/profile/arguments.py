@@ -20,7 +20,7 @@ from lut_population.profile.points import (
 )
 from simulator.suggest import did_you_mean
 
-INSTALL_HINT = "pip install 'specdec-sim[profile]'"
+INSTALL_HINT = "pip install 'specdec-sim[profile]' (in a checkout: pip install -e '.[profile]')"
 """How to get PyTorch (the ``profile`` extra)."""
 
 
@@ -58,7 +58,7 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "profile",
         help="measure a Llama-architecture model on this machine's GPU and write LUT rows "
-        f"(needs PyTorch: {INSTALL_HINT})",
+        "(needs PyTorch: the package's 'profile' extra)",
         description="Build a Llama-architecture model with random weights in PyTorch, time its "
         "prefill, decode (draft_decode), verify and EAGLE-style head steps as CUDA graphs, and "
         "write the medians as LUT rows (source microbench:...). Head steps go to "
