@@ -194,7 +194,7 @@ def estimated_memory_mb(target: ModelShape, point: Point) -> float:
 
 
 def _largest_batches(target: ModelShape, mine: Sequence[Point], limit_mib: float) -> str:
-    """``context 128: batch 64, context 4096: none``: the largest batch fitting at each context."""
+    """``context 128: 64, context 4096: none``: the largest batch that fits at each context."""
     parts = []
     for context in sorted({p.context_len for p in mine}):
         fits = [
@@ -216,8 +216,8 @@ def check_memory(target: ModelShape, grid: ProfileGrid, limit_mib: float, where:
         where: How the limit was set, for the message (``--max-memory-gib 60``).
 
     Raises:
-        InputError: One issue per over-limit phase, naming its largest point, its estimate and
-            the largest context lengths or batch sizes that would fit at every other axis value.
+        InputError: One issue per phase with points over the limit, naming how many, the
+            largest one and its estimate, and the largest batch that fits at each context.
     """
     issues: list[Issue] = []
     points = grid_points(grid)
