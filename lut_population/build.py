@@ -18,6 +18,7 @@ import numpy as np
 
 from lut_population.csv_format import COLUMNS, format_number, quote_cell
 from lut_population.grid import Grid, evaluate_grid, refine
+from lut_population.microbench import microbench_plan
 from lut_population.phases import Metrics
 from lut_population.plan import DTYPE, PIPELINE_PARALLEL, FileSpec, KeySpec, build_plan
 
@@ -53,8 +54,10 @@ class BuiltFile:
         return sum(k.grid.size for k in self.keys)
 
 
-def _notes(metrics: Metrics, i: int, j: int, m: int, capacity: float | None) -> str:
-    notes = []
+def _notes(
+    metrics: Metrics, i: int, j: int, m: int, capacity: float | None, extra: str = ""
+) -> str:
+    notes = [extra] if extra else []
     peak = float(metrics.peak_mem_mb[i, j, m])
     if capacity is not None and peak > capacity:
         notes.append(f"exceeds memory: peak {peak:.0f} MiB > {capacity:.0f} MiB")
@@ -65,7 +68,7 @@ def _notes(metrics: Metrics, i: int, j: int, m: int, capacity: float | None) -> 
 
 def build_key(spec: KeySpec) -> BuiltKey:
     """Refine the key's grid and price it."""
-    grid = refine(spec.cost, spec.grid)
+    grid = refine(spec.cost, spec.grid) if spec.refine else spec.grid
     metrics = evaluate_grid(spec.cost, grid)
     capacity = spec.cost.capacity_mb
     over = 0 if capacity is None else int(np.sum(metrics.peak_mem_mb > capacity))
@@ -75,6 +78,7 @@ def build_key(spec: KeySpec) -> BuiltKey:
 def _rows(key: BuiltKey) -> Iterable[tuple[tuple[object, ...], list[str]]]:
     spec = key.spec
     metrics = key.metrics
+    extra = dict(spec.point_notes)
     for i, context in enumerate(key.grid.context):
         for j, batch in enumerate(key.grid.batch):
             for m, fanout in enumerate(key.grid.fanout_k):
@@ -96,7 +100,14 @@ def _rows(key: BuiltKey) -> Iterable[tuple[tuple[object, ...], list[str]]]:
                         format_number(metrics.kv_delta_mb[i, j, m]),
                         format_number(metrics.energy_mj[i, j, m]),
                         spec.cost.source,
-                        _notes(metrics, i, j, m, spec.cost.capacity_mb),
+                        _notes(
+                            metrics,
+                            i,
+                            j,
+                            m,
+                            spec.cost.capacity_mb,
+                            extra.get((context, batch, fanout), ""),
+                        ),
                     ],
                 )
 
@@ -111,10 +122,15 @@ def render_csv(keys: Iterable[BuiltKey]) -> str:
     return out.getvalue()
 
 
+def full_plan() -> tuple[FileSpec, ...]:
+    """The composed files (:func:`~lut_population.plan.build_plan`), then the measured ones."""
+    return (*build_plan(), *microbench_plan())
+
+
 def build_tables(plan: tuple[FileSpec, ...] | None = None) -> tuple[BuiltFile, ...]:
-    """Price every key of ``plan`` (default: the full plan) and render each file."""
+    """Price every key of ``plan`` (default: :func:`full_plan`) and render each file."""
     files = []
-    for spec in plan if plan is not None else build_plan():
+    for spec in plan if plan is not None else full_plan():
         keys = tuple(build_key(k) for k in spec.keys)
         files.append(BuiltFile(spec, keys, render_csv(keys)))
     return tuple(files)
@@ -128,6 +144,7 @@ def write_outputs(files: tuple[BuiltFile, ...], catalog: str, lut_dir: Path) -> 
     written = []
     for built in files:
         path = lut_dir / built.spec.name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(built.text, encoding="utf-8")
         written.append(path)
     path = lut_dir / CATALOG_NAME

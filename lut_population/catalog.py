@@ -18,6 +18,8 @@ from lut_population.inputs import (
     load_models,
     load_operator_profile,
 )
+from lut_population.measured_compare import measured_section
+from lut_population.microbench import FILLED_NOTE
 from lut_population.op_roofline import op_roofline_fit
 from lut_population.operators import MonotoneCurve
 from lut_population.plan import DTYPE, PIPELINE_PARALLEL, gpu_hardware
@@ -80,6 +82,13 @@ INPUT_SOURCES: dict[str, tuple[str, str, str, str, str]] = {
         "n/a",
         "facts only (per row)",
     ),
+    "microbench_h100": (
+        "inputs/microbench_h100/iterations.csv",
+        "measured for this project, see inputs/microbench_h100/README.md",
+        "microbench_h100/iterations.csv (CUDA-graph rows)",
+        "n/a",
+        "own measurement",
+    ),
     "models": (
         "inputs/models.yaml",
         "Hugging Face config.json of each model; Vidur model_config.py",
@@ -114,6 +123,8 @@ def _axis(values: Iterable[int]) -> str:
 def _inputs_of(built: BuiltFile) -> list[str]:
     method = built.spec.method
     ids: list[str] = ["models"]
+    if "microbench" in method:
+        return [*ids, "microbench_h100", "vidur_mlp", "vidur_attention", "mlenergy_v3"]
     if "roofline_v1" in method and "vidur" not in method:
         return [*ids, "device_facts", "quant_formats"]
     ids += ["vidur_mlp", "vidur_attention", "vidur_cpu"]
@@ -142,6 +153,8 @@ def _file_table(files: tuple[BuiltFile, ...]) -> list[str]:
 def _key_lines(key: BuiltKey) -> list[str]:
     g = key.grid
     over = f"; {key.over_memory} points exceed memory" if key.over_memory else ""
+    filled = sum(1 for _, note in key.spec.point_notes if note.startswith(FILLED_NOTE))
+    over += f"; {filled} points not measured (filled)" if filled else ""
     return [
         f"- `{key.spec.phase}`, TP {key.spec.tensor_parallel} ({g.size} rows{over})",
         f"  - context_len {_axis(g.context)}",
@@ -360,7 +373,10 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         "replica's memory are kept (the grid must stay rectangular) and say so in `notes`. "
         "Linear interpolation between neighbouring grid points is within 2 % of the composed "
         "latency and energy. Fused files (`<target>+<draft>`) run the draft on one GPU of the "
-        "target replica (TP 1).",
+        "target replica (TP 1). Files in `microbench/` are built from the project's H100 "
+        "measurements instead (measured grid points only, no refinement; unmeasured points "
+        "filled and marked in `notes`; see the comparison below and `lut_population/PLAN.md` "
+        "section 12).",
         "",
         "## Files",
         "",
@@ -369,6 +385,7 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         *_inputs_section(),
         *_gpu_section(),
         *_device_section(),
+        *measured_section(files),
         *_not_built(),
         "## File details",
         "",

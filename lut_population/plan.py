@@ -83,7 +83,10 @@ class KeySpec:
         hardware: Hardware id.
         tensor_parallel: TP degree.
         cost: The cost function.
-        grid: The base grid (refined by the build).
+        grid: The base grid (refined by the build unless ``refine`` is false).
+        refine: Whether the build refines the grid (false for measured keys,
+            whose grid is the measured points).
+        point_notes: Extra ``notes`` text per grid point ``(context, batch, k)``.
     """
 
     phase: str
@@ -92,6 +95,8 @@ class KeySpec:
     tensor_parallel: int
     cost: KeyCost
     grid: Grid
+    refine: bool = True
+    point_notes: tuple[tuple[tuple[int, int, int], str], ...] = ()
 
 
 @dataclass(frozen=True)

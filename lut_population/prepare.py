@@ -20,6 +20,10 @@ What is kept (see ``inputs/SOURCES.md`` for origins and licences):
 * DistServe's fitted A100 coefficients: copied whole.
 * ML.ENERGY v2 / v3 rows of the Llama-3.1 8B and 70B models.
 * The curated device-fact rows named in :data:`DEVICE_ROWS`.
+* The H100 microbenchmarks measured for this project
+  (``microbench_h100/iterations.csv``): the rows of the CUDA-graph modes in
+  :data:`MICROBENCH_MODES` (GPU time only), all columns, and the folder's
+  ``README.md`` (the method the rows are cited by).
 """
 
 from __future__ import annotations
@@ -105,6 +109,12 @@ DEVICE_ROWS: tuple[tuple[str, str], ...] = (
 )
 """(device, quant) of the curated device-fact rows that are copied."""
 
+MICROBENCH_DIR = "microbench_h100"
+"""Folder of the project's own H100 measurements, in the data directory and in ``inputs/``."""
+
+MICROBENCH_MODES = frozenset({"graph", "graph-packgqa"})
+"""Timing modes kept: CUDA-graph replay (GPU time only), plain and with packed GQA verify."""
+
 LICENSES = (
     "vidur_MIT.txt",
     "DistServe_Apache-2.0.txt",
@@ -158,6 +168,19 @@ def _keep_attention(row: Row) -> bool:
         return int(row["batch_size"]) in ATTENTION_DECODE_BATCHES
     chunk = int(row["prefill_chunk_size"])
     return chunk == 64 or chunk % 128 == 0
+
+
+def _prepare_microbench(data: Path, out: Path) -> list[str]:
+    source = data / MICROBENCH_DIR
+    header, _ = _read(source / "iterations.csv")
+    count = _filtered(
+        source / "iterations.csv",
+        out / MICROBENCH_DIR / "iterations.csv",
+        header,
+        lambda row: row["mode"] in MICROBENCH_MODES,
+    )
+    shutil.copyfile(source / "README.md", out / MICROBENCH_DIR / "README.md")
+    return [f"{MICROBENCH_DIR}/iterations.csv: {count} rows", f"{MICROBENCH_DIR}/README.md: copied"]
 
 
 def prepare(data_dir: Path, inputs_dir: Path = INPUTS_DIR) -> list[str]:
@@ -232,6 +255,7 @@ def prepare(data_dir: Path, inputs_dir: Path = INPUTS_DIR) -> list[str]:
         lambda row: (row["device"], row["quant"]) in wanted,
     )
     done.append(f"device_facts_rows.csv: {count} rows")
+    done += _prepare_microbench(data_dir, inputs_dir)
     licences = inputs_dir / "LICENSES"
     licences.mkdir(parents=True, exist_ok=True)
     for name in LICENSES:

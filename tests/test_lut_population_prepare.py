@@ -13,6 +13,7 @@ from lut_population.prepare import (
     CPU_SOURCE,
     DEVICE_ROWS,
     LICENSES,
+    MICROBENCH_DIR,
     MLP_KEY_COLUMNS,
     MLP_SOURCES,
     prepare,
@@ -107,6 +108,17 @@ def staged(root: Path) -> Path:
         ["device", "quant", "decode_tok_s"],
         [[device, quant, "70.94"], ["Some other board", "Q8_0", "5"]],
     )
+    write(
+        root / MICROBENCH_DIR / "iterations.csv",
+        ["phase", "model", "mode", "latency_ms_median", "machine"],
+        [
+            ["verify", "llama-3-8b", "graph-packgqa", "6.44291", "B"],
+            ["draft_decode", "llama-2-7b", "graph", "5.78835", "A"],
+            ["draft_decode", "llama-2-7b", "eager", "16.99666", "A"],
+            ["draft_decode", "llama-2-7b", "graph-torchops", "7.33630", "A"],
+        ],
+    )
+    (root / MICROBENCH_DIR / "README.md").write_text("method\n", encoding="utf-8")
     for name in LICENSES:
         (root / "LICENSES").mkdir(exist_ok=True)
         (root / "LICENSES" / name).write_text("licence\n", encoding="utf-8")
@@ -137,6 +149,12 @@ def test_prepare_keeps_only_the_documented_rows_and_columns(tmp_path):
         DEVICE_ROWS[0][0]
     ]
     assert sorted(p.name for p in (out / "LICENSES").iterdir()) == sorted(LICENSES)
+    bench = read(out / MICROBENCH_DIR / "iterations.csv")
+    assert [(r["mode"], r["latency_ms_median"]) for r in bench] == [
+        ("graph-packgqa", "6.44291"),
+        ("graph", "5.78835"),
+    ]
+    assert (out / MICROBENCH_DIR / "README.md").read_text(encoding="utf-8") == "method\n"
 
 
 def test_prepare_refuses_a_directory_without_manifest(tmp_path, capsys):
