@@ -2,7 +2,9 @@
 
 The package turns the real measurements copied into ``lut_population/inputs``
 (Vidur operator profiles, ML.ENERGY power, DistServe fits, consumer-device
-benchmarks) into the LUT CSV files the simulator reads, with a provenance
+benchmarks, the project's own H100 measurements) into the LUT CSV files the
+simulator reads (``lut/microbench/`` holds the ones built from the H100
+measurements), with a provenance
 catalog, sanity checks and regression detection. Run it as::
 
     python -m lut_population build          # regenerate lut/*.csv and lut/CATALOG.md

@@ -1,6 +1,8 @@
 """Generate every LUT file and the catalog, deterministically.
 
-:func:`build_tables` prices every key of the plan on its refined grid and
+:func:`build_tables` prices every key of the plan (the composed files, then
+those built from the H100 measurements, :mod:`lut_population.microbench`) on
+its grid (refined, except for measured keys) and
 returns the CSV text of each file; :func:`write_outputs` writes them (and
 ``lut/CATALOG.md``) and removes nothing else. Rows are sorted by key and grid
 point and numbers are written with six significant digits in positional
