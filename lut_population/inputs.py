@@ -407,6 +407,17 @@ def load_devices_config(inputs_dir: Path = INPUTS_DIR) -> dict[str, Any]:
     return loaded
 
 
+def load_microbench_iterations(inputs_dir: Path = INPUTS_DIR) -> pd.DataFrame:
+    """Read the H100 whole-iteration measurements of this project, as the raw file.
+
+    ``inputs/microbench_h100/iterations.csv`` is an unmodified copy of the
+    project's ``microbench_h100/iterations.csv`` (its README describes the
+    columns and modes; ``mode == "graph"`` rows are GPU time only). One row per
+    measured point; nothing is filtered or converted here.
+    """
+    return pd.read_csv(inputs_dir / "microbench_h100" / "iterations.csv")
+
+
 @cache
 def load_distserve(inputs_dir: Path = INPUTS_DIR) -> dict[str, Any]:
     """Read DistServe's fitted A100 coefficients."""

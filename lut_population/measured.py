@@ -36,7 +36,7 @@ MEASURED_DTYPE = "fp16"
 MEASURED_TP = 1
 
 MEASUREMENTS_FILE = Path("microbench_h100") / "iterations.csv"
-"""The copied measurement rows, relative to the inputs directory."""
+"""The copied measurements, relative to the inputs directory (the CUDA-graph modes are read)."""
 
 PACKED_GQA_MODE = "graph-packgqa"
 GRAPH_MODE = "graph"
@@ -85,7 +85,7 @@ def load_measurements(inputs_dir: Path = INPUTS_DIR) -> tuple[Measurement, ...]:
             line=line,
         )
         for line, row in enumerate(rows, start=2)
-        if row["dtype"] == MEASURED_DTYPE
+        if row["dtype"] == MEASURED_DTYPE and row["mode"] in (GRAPH_MODE, PACKED_GQA_MODE)
     )
 
 

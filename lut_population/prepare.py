@@ -21,9 +21,8 @@ What is kept (see ``inputs/SOURCES.md`` for origins and licences):
 * ML.ENERGY v2 / v3 rows of the Llama-3.1 8B and 70B models.
 * The curated device-fact rows named in :data:`DEVICE_ROWS`.
 * The H100 microbenchmarks measured for this project
-  (``microbench_h100/iterations.csv``): the rows of the CUDA-graph modes in
-  :data:`MICROBENCH_MODES` (GPU time only), all columns, and the folder's
-  ``README.md`` (the method the rows are cited by).
+  (``microbench_h100/iterations.csv``): copied whole, unmodified (all rows and
+  columns), with the folder's ``README.md`` (the method the rows are cited by).
 """
 
 from __future__ import annotations
@@ -112,9 +111,6 @@ DEVICE_ROWS: tuple[tuple[str, str], ...] = (
 MICROBENCH_DIR = "microbench_h100"
 """Folder of the project's own H100 measurements, in the data directory and in ``inputs/``."""
 
-MICROBENCH_MODES = frozenset({"graph", "graph-packgqa"})
-"""Timing modes kept: CUDA-graph replay (GPU time only), plain and with packed GQA verify."""
-
 LICENSES = (
     "vidur_MIT.txt",
     "DistServe_Apache-2.0.txt",
@@ -172,15 +168,10 @@ def _keep_attention(row: Row) -> bool:
 
 def _prepare_microbench(data: Path, out: Path) -> list[str]:
     source = data / MICROBENCH_DIR
-    header, _ = _read(source / "iterations.csv")
-    count = _filtered(
-        source / "iterations.csv",
-        out / MICROBENCH_DIR / "iterations.csv",
-        header,
-        lambda row: row["mode"] in MICROBENCH_MODES,
-    )
-    shutil.copyfile(source / "README.md", out / MICROBENCH_DIR / "README.md")
-    return [f"{MICROBENCH_DIR}/iterations.csv: {count} rows", f"{MICROBENCH_DIR}/README.md: copied"]
+    (out / MICROBENCH_DIR).mkdir(parents=True, exist_ok=True)
+    for name in ("iterations.csv", "README.md"):
+        shutil.copyfile(source / name, out / MICROBENCH_DIR / name)
+    return [f"{MICROBENCH_DIR}/iterations.csv: copied", f"{MICROBENCH_DIR}/README.md: copied"]
 
 
 def prepare(data_dir: Path, inputs_dir: Path = INPUTS_DIR) -> list[str]:

@@ -149,11 +149,9 @@ def test_prepare_keeps_only_the_documented_rows_and_columns(tmp_path):
         DEVICE_ROWS[0][0]
     ]
     assert sorted(p.name for p in (out / "LICENSES").iterdir()) == sorted(LICENSES)
-    bench = read(out / MICROBENCH_DIR / "iterations.csv")
-    assert [(r["mode"], r["latency_ms_median"]) for r in bench] == [
-        ("graph-packgqa", "6.44291"),
-        ("graph", "5.78835"),
-    ]
+    copied = out / MICROBENCH_DIR / "iterations.csv"
+    # whole and unmodified: every mode, every column
+    assert copied.read_bytes() == (data / MICROBENCH_DIR / "iterations.csv").read_bytes()
     assert (out / MICROBENCH_DIR / "README.md").read_text(encoding="utf-8") == "method\n"
 
 
