@@ -20,6 +20,8 @@ from lut_population.inputs import (
 )
 from lut_population.measured_compare import measured_section
 from lut_population.microbench import FILLED_NOTE
+from lut_population.long_context import HARDWARE as MEASURED_HARDWARE
+from lut_population.long_context import MIN_CONTEXT, slope_comparisons, slope_summaries
 from lut_population.op_roofline import op_roofline_fit
 from lut_population.operators import MonotoneCurve
 from lut_population.plan import DTYPE, PIPELINE_PARALLEL, gpu_hardware
@@ -84,8 +86,8 @@ INPUT_SOURCES: dict[str, tuple[str, str, str, str, str]] = {
     ),
     "microbench_h100": (
         "inputs/microbench_h100/iterations.csv",
-        "measured for this project, see inputs/microbench_h100/README.md",
-        "microbench_h100/iterations.csv (CUDA-graph rows)",
+        "this project (H100 measurements, 2026-11-25)",
+        "microbench_h100/iterations.csv (method in that folder's README.md)",
         "n/a",
         "own measurement",
     ),
@@ -302,6 +304,48 @@ def _gpu_section() -> list[str]:
     return lines
 
 
+def _long_context_section() -> list[str]:
+    fit = fit_attention(load_attention_profile())
+    ratios = gpu_ratios("a100", "h100")
+    lines = [
+        "### Long context: attention beyond the profiled 4 096 tokens",
+        "",
+        "Beyond the attention table the same rule holds (PLAN.md 4.4): decode and verify pay the "
+        "bytes of KV read over the fitted bandwidth, prefill the causal FLOPs (quadratic in the "
+        f"prompt) over the fitted throughput. Implied rates: KV read {_num(fit.bandwidth_gb_per_s)} "
+        f"GB/s on a100, {_num(fit.bandwidth_gb_per_s / ratios.mem)} GB/s on h100; attention "
+        f"{_num(fit.tflop_per_s)} TFLOP/s on a100, {_num(fit.tflop_per_s / ratios.cmp)} TFLOP/s "
+        "on h100.",
+        "",
+        f"Check against the H100 measurements (`inputs/microbench_h100/iterations.csv`, GPU time, "
+        f"context {MIN_CONTEXT} to 4 096): least-squares context slope (ms per 1 000 tokens) of "
+        f"the composed latency ({MEASURED_HARDWARE}, TP 1) over the measured one at fixed batch "
+        "and k. Level = composed / measured latency at the largest measured context.",
+        "",
+        "| group | series | median slope ratio | worst slope ratio | median level ratio |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for s in slope_summaries():
+        lines.append(
+            f"| {s.label} | {s.series} | {_num(s.median_ratio, 3)} | {_num(s.worst_ratio, 3)} "
+            f"| {_num(s.median_level_ratio, 3)} |"
+        )
+    lines += [
+        "",
+        "| phase | model | mode | batch | k | contexts | measured ms/1k | composed ms/1k "
+        "| slope ratio | level ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in slope_comparisons():
+        lines.append(
+            f"| {c.phase} | {c.model} | {c.mode} | {c.batch} | {c.fanout_k} "
+            f"| {', '.join(str(x) for x in c.contexts)} | {_num(c.measured_ms_per_1k)} "
+            f"| {_num(c.composed_ms_per_1k)} | {_num(c.slope_ratio, 3)} | {_num(c.level_ratio, 3)} |"
+        )
+    lines.append("")
+    return lines
+
+
 def _device_section() -> list[str]:
     bal = balance()
     lines = [
@@ -352,7 +396,7 @@ def _not_built() -> list[str]:
     lines += [
         "- dtype bf16 and fp8: the profiles are fp16; no measurement gives their cost.",
         "- pipeline_parallel > 1: not modelled (every file has pipeline_parallel 1).",
-        "- llama-2-70b at TP 1: its fp16 weights alone exceed one 80 GB GPU.",
+        "- llama-2-70b and llama-3.1-70b at TP 1: their fp16 weights alone exceed one 80 GB GPU.",
         "",
     ]
     return lines
@@ -384,6 +428,7 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         "",
         *_inputs_section(),
         *_gpu_section(),
+        *_long_context_section(),
         *_device_section(),
         *measured_section(files),
         *_not_built(),

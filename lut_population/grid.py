@@ -29,7 +29,7 @@ import numpy as np
 from lut_population.arrays import FloatArray
 from lut_population.phases import K_PHASES, KeyCost, Metrics
 
-BASE_CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+BASE_CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 DATACENTER_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEVICE_BATCHES = (1, 2, 4, 8, 16)
 FANOUTS = (1, 2, 3, 4, 5, 6, 7, 8)

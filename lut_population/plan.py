@@ -2,15 +2,17 @@
 
 Files (one per model and hardware, ``lut/<model>__<hardware>.csv``):
 
-* targets Llama-2-7B, Llama-3-8B (TP 1, 2, 4, 8) and Llama-2-70B (TP 2, 4, 8;
-  its fp16 weights do not fit one 80 GB GPU) on A100 and H100, phases
-  prefill, draft_decode and verify;
+* targets Llama-2-7B, Llama-3-8B, Llama-3.1-8B (TP 1, 2, 4, 8) and
+  Llama-2-70B, Llama-3.1-70B (TP 2, 4, 8; their fp16 weights do not fit one
+  80 GB GPU) on A100 and H100, phases prefill, draft_decode and verify; the
+  Llama-3.1 models reuse the operator profile of the model with the same
+  blocks (:data:`PROFILE_OF`);
 * draft models TinyLlama-1.1B, Llama-68M and Llama-3.2-1B on A100 and H100
   (TP 1) and on every calibrated client device, phases prefill and
   draft_decode;
 * fused pairs ``<target>+<draft>`` (draft and target share a tokenizer:
-  Llama-2 targets with TinyLlama-1.1B or Llama-68M, Llama-3-8B with
-  Llama-3.2-1B) on A100 and H100 at every target TP degree, phases prefill and
+  Llama-2 targets with TinyLlama-1.1B or Llama-68M, Llama-3-8B, Llama-3.1-8B
+  and Llama-3.1-70B with Llama-3.2-1B) on A100 and H100 at every target TP degree, phases prefill and
   fused_decode.
 
 Every file holds fp16 rows only (the profiles are fp16) and pipeline
@@ -53,7 +55,9 @@ PIPELINE_PARALLEL = 1
 TARGETS: dict[str, tuple[int, ...]] = {
     "llama-2-7b": (1, 2, 4, 8),
     "llama-3-8b": (1, 2, 4, 8),
+    "llama-3.1-8b": (1, 2, 4, 8),
     "llama-2-70b": (2, 4, 8),
+    "llama-3.1-70b": (2, 4, 8),
 }
 """Target models and their TP degrees."""
 
@@ -66,8 +70,29 @@ FUSED_PAIRS = (
     ("llama-2-70b", "tinyllama-1.1b"),
     ("llama-2-70b", "llama-68m"),
     ("llama-3-8b", "llama-3.2-1b"),
+    ("llama-3.1-8b", "llama-3.2-1b"),
+    ("llama-3.1-70b", "llama-3.2-1b"),
 )
 """(target, draft) pairs with a shared tokenizer."""
+
+PROFILE_OF: dict[str, str] = {
+    "llama-3.1-8b": "llama-3-8b",
+    "llama-3.1-70b": "llama-2-70b",
+}
+"""Models priced with another model's operator profile: the same transformer-block matrices
+(layers, hidden size, heads, KV heads, head width, MLP width; checked by :func:`profiled_model`).
+Only the vocabulary may differ, and the LM head is priced from the model's own vocabulary."""
+
+BLOCK_SHAPE_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "gated_mlp",
+)
+"""Shape fields that must agree for an operator profile to be shared."""
 
 REFERENCE_MODEL = "llama-2-7b"
 """Profiled on both GPUs with hidden size 4096: the ratio reference for Llama-3-8B on H100."""
@@ -133,19 +158,40 @@ def gpu_memory_mb(hardware: str) -> float:
     return value * 1024.0
 
 
+def profiled_model(model_id: str) -> str:
+    """The model whose operator profile prices ``model_id`` (itself unless in :data:`PROFILE_OF`).
+
+    Raises:
+        ValueError: The two models' transformer blocks differ.
+    """
+    other = PROFILE_OF.get(model_id, model_id)
+    if other == model_id:
+        return model_id
+    models = load_models()
+    for name in BLOCK_SHAPE_FIELDS:
+        mine, theirs = getattr(models[model_id], name), getattr(models[other], name)
+        if mine != theirs:
+            raise ValueError(
+                f"{model_id} cannot reuse the operator profile of {other}: {name} {mine} != {theirs}"
+            )
+    return other
+
+
 def _ops(model_id: str, gpu: str, tp: int) -> tuple[OpTimes, str]:
     shape = load_models()[model_id]
-    if has_operator_profile(gpu, model_id):
-        profile = load_operator_profile(gpu, model_id)
-        return ProfiledOps(profile, tp, shape), f"vidur_profile@{VIDUR_COMMIT}+compose_v2"
-    if gpu != "a100" and has_operator_profile("a100", model_id):
+    profiled = profiled_model(model_id)
+    via = "" if profiled == model_id else f"[{profiled}]"
+    if has_operator_profile(gpu, profiled):
+        profile = load_operator_profile(gpu, profiled)
+        return ProfiledOps(profile, tp, shape), f"vidur_profile@{VIDUR_COMMIT}{via}+compose_v2"
+    if gpu != "a100" and has_operator_profile("a100", profiled):
         scaled = ratio_scaled_profile(
-            load_operator_profile("a100", model_id),
+            load_operator_profile("a100", profiled),
             load_operator_profile("a100", REFERENCE_MODEL),
             load_operator_profile(gpu, REFERENCE_MODEL),
             gpu,
         )
-        tag = f"vidur_profile@{VIDUR_COMMIT}+{gpu}_ratio_v1+compose_v2"
+        tag = f"vidur_profile@{VIDUR_COMMIT}{via}+{gpu}_ratio_v1+compose_v2"
         return ProfiledOps(scaled, tp, shape), tag
     return FittedOps(
         op_roofline_fit(gpu), shape, tp

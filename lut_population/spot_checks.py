@@ -9,8 +9,8 @@ copied input:
   against Llama-2-70B on A100 at the same TP degree (a model of similar size
   served by a different engine);
 * ML.ENERGY v3's median inter-token latency on H100 of Llama-3.1-70B (TP 4)
-  and Llama-3.1-8B (TP 1) at measured batch sizes, against Llama-2-70B and
-  Llama-3-8B decode rows at the same batch and a 1024-token context (the runs'
+  and Llama-3.1-8B (TP 1) at measured batch sizes, against the decode rows of
+  the same models at the same batch and a 1024-token context (the runs'
   contexts are not in the data).
 
 The tolerance, :data:`SPOT_TOLERANCE`, is wide on purpose: the compared models
@@ -101,10 +101,10 @@ def distserve_checks(lut_dir: Path) -> list[SpotCheck]:
 
 
 MLENERGY_CASES = (
-    ("meta-llama/Llama-3.1-70B-Instruct", 4, "llama-2-70b", 8),
-    ("meta-llama/Llama-3.1-70B-Instruct", 4, "llama-2-70b", 64),
-    ("meta-llama/Llama-3.1-8B-Instruct", 1, "llama-3-8b", 8),
-    ("meta-llama/Llama-3.1-8B-Instruct", 1, "llama-3-8b", 64),
+    ("meta-llama/Llama-3.1-70B-Instruct", 4, "llama-3.1-70b", 8),
+    ("meta-llama/Llama-3.1-70B-Instruct", 4, "llama-3.1-70b", 64),
+    ("meta-llama/Llama-3.1-8B-Instruct", 1, "llama-3.1-8b", 8),
+    ("meta-llama/Llama-3.1-8B-Instruct", 1, "llama-3.1-8b", 64),
 )
 """(measured model, TP, LUT model, batch) of the ML.ENERGY comparisons."""
 

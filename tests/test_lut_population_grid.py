@@ -35,7 +35,10 @@ def sample_error(spec: KeySpec, seed: int, n: int = 300) -> float:
     built = build_key(spec)
     grid = built.grid
     rng = np.random.default_rng(seed)
-    c = rng.integers(grid.context[0], grid.context[-1] + 1, n).astype(float)
+    uniform = rng.integers(grid.context[0], grid.context[-1] + 1, n)
+    # half the points log-uniform, so that short contexts of long-window grids are sampled too
+    log_uniform = np.exp(rng.uniform(np.log(grid.context[0]), np.log(grid.context[-1]), n))
+    c = np.where(np.arange(n) % 2 == 0, uniform, np.round(log_uniform)).astype(float)
     b = rng.integers(grid.batch[0], grid.batch[-1] + 1, n).astype(float)
     ki = rng.integers(0, len(grid.fanout_k), n)
     k = np.asarray(grid.fanout_k, dtype=float)[ki]
@@ -65,8 +68,26 @@ CASES = [
         ),
         2048,
     ),
-    ("prefill", lambda: SinglePhaseCost(gpu_model("llama-3.2-1b", H100, 1), "prefill"), 32768),
+    ("prefill", lambda: SinglePhaseCost(gpu_model("llama-3.2-1b", H100, 1), "prefill"), 131072),
 ]
+
+LONG_CONTEXT_CASES = [
+    ("verify", lambda: SinglePhaseCost(gpu_model("llama-3.1-70b", H100, 8), "verify"), 131072),
+    ("prefill", lambda: SinglePhaseCost(gpu_model("llama-3.1-8b", A100, 1), "prefill"), 131072),
+    (
+        "draft_decode",
+        lambda: SinglePhaseCost(gpu_model("llama-3.1-8b", H100, 2), "draft_decode"),
+        131072,
+    ),
+    (
+        "fused_decode",
+        lambda: FusedRoundCost(
+            gpu_model("llama-3.1-70b", A100, 4), gpu_model("llama-3.2-1b", A100, 1), "t"
+        ),
+        131072,
+    ),
+]
+"""Keys of the 128k-window targets (grids to 131 072 tokens)."""
 
 
 @pytest.mark.parametrize(("phase", "make", "max_context"), CASES)
@@ -74,9 +95,16 @@ def test_linear_interpolation_is_within_two_percent(phase, make, max_context):
     assert sample_error(key(make(), phase, max_context), seed=len(phase)) <= PROMISED_TOLERANCE
 
 
+@pytest.mark.parametrize(("phase", "make", "max_context"), LONG_CONTEXT_CASES)
+def test_long_context_interpolation_is_within_two_percent(phase, make, max_context):
+    spec = key(make(), phase, max_context)
+    assert spec.grid.context[-1] == 131072
+    assert sample_error(spec, seed=len(phase) + 7) <= PROMISED_TOLERANCE
+
+
 def test_device_grid_interpolation_is_within_two_percent():
     cost = SinglePhaseCost(device_model("llama-3.2-1b", "jetson-orin-nano-super"), "prefill")
-    spec = key(cost, "prefill", 32768, batches=(1, 2, 4, 8, 16))
+    spec = key(cost, "prefill", 131072, batches=(1, 2, 4, 8, 16))
     assert sample_error(spec, seed=3) <= PROMISED_TOLERANCE
 
 
@@ -120,6 +148,7 @@ def test_built_latency_is_monotone_on_sampled_keys():
 def test_grids_start_at_the_base_and_stop_at_the_model_context():
     grid = base_grid("verify", 4096, DATACENTER_BATCHES)
     assert grid.context == (128, 256, 512, 1024, 2048, 4096)
+    assert base_grid("verify", 131072, DATACENTER_BATCHES).context[-3:] == (32768, 65536, 131072)
     assert grid.fanout_k == tuple(range(1, 9))
     assert base_grid("prefill", 2048, (1, 2)).fanout_k == (1,)
 

@@ -29,7 +29,7 @@ def names(plan):
 
 def test_every_planned_file_is_committed_and_small(names):
     sizes = [(LUT_DIR / n).stat().st_size for n in names]
-    assert sum(sizes) < 15 * 2**20
+    assert sum(sizes) < 32 * 2**20  # about 28 MB with the 128k-window grids
     assert {"llama-2-70b__a100-sxm4-80gb.csv", "llama-3-8b__h100-sxm5-80gb.csv"} <= set(names)
     for draft in ("tinyllama-1.1b", "llama-68m", "llama-3.2-1b"):
         for hw in ("iphone-16-pro", "rtx-4050-laptop", "macbook-m3-max", "jetson-orin-nano-super"):
