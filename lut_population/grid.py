@@ -4,7 +4,7 @@ The simulator interpolates a LUT linearly in context_len and microbatch
 (fanout_k takes integer grid values 1..8, so it is never interpolated here).
 Every key starts from a base grid and gets extra points where needed:
 
-* context_len: 128, 256, ..., 32768, up to the model's maximum context;
+* context_len: 128, 256, ..., 131072, up to the model's maximum context;
 * microbatch: 1, 2, 4, ..., 256 on datacenter GPUs, 1, 2, 4, 8, 16 on client devices;
 * fanout_k: 1..8 for verify and fused_decode, 1 otherwise.
 
