@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from lut_population.arrays import FloatArray
+from lut_population.head_specs import HEAD_KINDS, HeadSpec
 from lut_population.paths import INPUTS_DIR
 from lut_population.shapes import ModelShape
 from simulator.errors import InputError, Issue, make_issue
@@ -424,3 +425,87 @@ def load_distserve(inputs_dir: Path = INPUTS_DIR) -> dict[str, Any]:
     path = inputs_dir / "distserve" / "profiler-a100-80g.distserve.json"
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
+
+
+_HEAD_INT_FIELDS = (
+    ("decoder_layers", 0),
+    ("depth", 1),
+    ("fc_inputs", 0),
+    ("qkv_inputs", 1),
+    ("lm_heads", 1),
+    ("residual_blocks", 0),
+    ("lm_head_vocab", 1),
+)
+"""Whole-number fields of a head entry and their smallest allowed value."""
+
+
+def _head_from(head_id: str, raw: Any, file: Path, issues: list[Issue]) -> HeadSpec | None:
+    where = f"heads.{head_id}"
+    if not isinstance(raw, dict):
+        issues.append(make_issue(file, where, raw, "a mapping of head fields", "not a mapping"))
+        return None
+    before = len(issues)
+    ints: dict[str, int] = {}
+    for name, least in _HEAD_INT_FIELDS:
+        value = raw.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            issues.append(make_issue(file, f"{where}.{name}", value, f"an integer >= {least}"))
+        else:
+            ints[name] = value
+    kind = raw.get("kind")
+    if kind not in HEAD_KINDS:
+        issues.append(make_issue(file, f"{where}.kind", kind, " | ".join(HEAD_KINDS)))
+    target = raw.get("target")
+    if target not in load_models(file.parent):
+        issues.append(make_issue(file, f"{where}.target", target, "a model id of models.yaml"))
+    own = raw.get("own_lm_head")
+    if not isinstance(own, bool):
+        issues.append(make_issue(file, f"{where}.own_lm_head", own, "true or false"))
+    texts: dict[str, str] = {}
+    for name in ("name", "source"):
+        value = raw.get(name)
+        if not isinstance(value, str) or not value.strip():
+            issues.append(make_issue(file, f"{where}.{name}", value, "a non-empty string"))
+        else:
+            texts[name] = value.strip()
+    if len(issues) > before:
+        return None
+    return HeadSpec(
+        model_id=head_id,
+        kind=str(kind),
+        target=str(target),
+        name=texts["name"],
+        own_lm_head=bool(own),
+        source=texts["source"],
+        **ints,
+    )
+
+
+@cache
+def load_heads(inputs_dir: Path = INPUTS_DIR) -> dict[str, HeadSpec]:
+    """Read ``heads.yaml`` into head specs keyed by head model id.
+
+    Raises:
+        InputError: A head entry is missing a field or has a bad value.
+    """
+    file = inputs_dir / "heads.yaml"
+    raw = _yaml(file)
+    entries = raw.get("heads") if isinstance(raw, dict) else None
+    if not isinstance(entries, dict):
+        raise InputError([make_issue(file, "heads", entries, "a mapping of head model ids")])
+    issues: list[Issue] = []
+    heads: dict[str, HeadSpec] = {}
+    for head_id, entry in entries.items():
+        spec = _head_from(str(head_id), entry, file, issues)
+        if spec is not None:
+            heads[spec.model_id] = spec
+    if issues:
+        raise InputError(issues)
+    return heads
+
+
+@cache
+def load_trees_heads(inputs_dir: Path = INPUTS_DIR) -> pd.DataFrame:
+    """Read the H100 token-tree and draft-head measurements (``microbench_h100/trees_heads.csv``)."""
+    frame: pd.DataFrame = pd.read_csv(inputs_dir / "microbench_h100" / "trees_heads.csv")
+    return frame

@@ -20,9 +20,10 @@ What is kept (see ``inputs/SOURCES.md`` for origins and licences):
 * DistServe's fitted A100 coefficients: copied whole.
 * ML.ENERGY v2 / v3 rows of the Llama-3.1 8B and 70B models.
 * The curated device-fact rows named in :data:`DEVICE_ROWS`.
-* The H100 microbenchmarks measured for this project
-  (``microbench_h100/iterations.csv``): copied whole, unmodified (all rows and
-  columns), with the folder's ``README.md`` (the method the rows are cited by).
+* The H100 measurements made for this project (``microbench_h100/``): the
+  whole-iteration file ``iterations.csv``, the token-tree and draft-head file
+  ``trees_heads.csv`` and the folder's ``README.md`` (the method the rows are
+  cited by), each copied whole, byte for byte.
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ ENERGY_MODELS_V2 = frozenset(
 ENERGY_MODELS_V3 = frozenset(
     {"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"}
 )
+
+MICROBENCH_FILES = ("iterations.csv", "trees_heads.csv", "README.md")
+"""Files of the staged ``microbench_h100/`` folder copied whole: whole-iteration latencies, draft-head
+and token-tree latencies, and the method they are cited by."""
 
 DEVICE_ROWS: tuple[tuple[str, str], ...] = (
     ("RTX 3070 8GB", "Q4_K_M"),
@@ -169,9 +174,9 @@ def _keep_attention(row: Row) -> bool:
 def _prepare_microbench(data: Path, out: Path) -> list[str]:
     source = data / MICROBENCH_DIR
     (out / MICROBENCH_DIR).mkdir(parents=True, exist_ok=True)
-    for name in ("iterations.csv", "README.md"):
+    for name in MICROBENCH_FILES:
         shutil.copyfile(source / name, out / MICROBENCH_DIR / name)
-    return [f"{MICROBENCH_DIR}/iterations.csv: copied", f"{MICROBENCH_DIR}/README.md: copied"]
+    return [f"{MICROBENCH_DIR}/{name}: copied" for name in MICROBENCH_FILES]
 
 
 def prepare(data_dir: Path, inputs_dir: Path = INPUTS_DIR) -> list[str]:

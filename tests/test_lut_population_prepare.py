@@ -13,7 +13,7 @@ from lut_population.prepare import (
     CPU_SOURCE,
     DEVICE_ROWS,
     LICENSES,
-    MICROBENCH_DIR,
+    MICROBENCH_FILES,
     MLP_KEY_COLUMNS,
     MLP_SOURCES,
     prepare,
@@ -108,17 +108,12 @@ def staged(root: Path) -> Path:
         ["device", "quant", "decode_tok_s"],
         [[device, quant, "70.94"], ["Some other board", "Q8_0", "5"]],
     )
-    write(
-        root / MICROBENCH_DIR / "iterations.csv",
-        ["phase", "model", "mode", "latency_ms_median", "machine"],
-        [
-            ["verify", "llama-3-8b", "graph-packgqa", "6.44291", "B"],
-            ["draft_decode", "llama-2-7b", "graph", "5.78835", "A"],
-            ["draft_decode", "llama-2-7b", "eager", "16.99666", "A"],
-            ["draft_decode", "llama-2-7b", "graph-torchops", "7.33630", "A"],
-        ],
-    )
-    (root / MICROBENCH_DIR / "README.md").write_text("method\n", encoding="utf-8")
+    for name in MICROBENCH_FILES:
+        write(
+            root / "microbench_h100" / name,
+            ["phase", "model", "latency_ms_median"],
+            [["draft_head", "llama-2-7b", "0.32341"], ["lm_head", "llama-3-8b", "0.41248"]],
+        )
     for name in LICENSES:
         (root / "LICENSES").mkdir(exist_ok=True)
         (root / "LICENSES" / name).write_text("licence\n", encoding="utf-8")
@@ -149,10 +144,9 @@ def test_prepare_keeps_only_the_documented_rows_and_columns(tmp_path):
         DEVICE_ROWS[0][0]
     ]
     assert sorted(p.name for p in (out / "LICENSES").iterdir()) == sorted(LICENSES)
-    copied = out / MICROBENCH_DIR / "iterations.csv"
-    # whole and unmodified: every mode, every column
-    assert copied.read_bytes() == (data / MICROBENCH_DIR / "iterations.csv").read_bytes()
-    assert (out / MICROBENCH_DIR / "README.md").read_text(encoding="utf-8") == "method\n"
+    for name in MICROBENCH_FILES:
+        copied = (out / "microbench_h100" / name).read_bytes()
+        assert copied == (data / "microbench_h100" / name).read_bytes()
 
 
 def test_prepare_refuses_a_directory_without_manifest(tmp_path, capsys):
