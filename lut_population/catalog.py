@@ -98,6 +98,20 @@ INPUT_SOURCES: dict[str, tuple[str, str, str, str, str]] = {
         "86e0a99a9624931a4ef7ae61d2e73d7122ff8b35 (Vidur)",
         "facts",
     ),
+    "heads": (
+        "inputs/heads.yaml",
+        "EAGLE, EAGLE-3, Medusa papers; released drafter config.json files",
+        "see the source field of each head",
+        "n/a",
+        "facts",
+    ),
+    "microbench_h100": (
+        "inputs/microbench_h100/trees_heads.csv",
+        "measured for this project (one H100 80GB HBM3, machine C, 2026-11-25)",
+        "microbench_h100/trees_heads.csv of the staged data",
+        "n/a",
+        "own measurement, free to use",
+    ),
     "quant_formats": (
         "inputs/quant_formats.yaml",
         "ggml-org/llama.cpp, mlc-ai/mlc-llm, GPTQ configs",
@@ -397,6 +411,10 @@ def _not_built() -> list[str]:
         "- dtype bf16 and fp8: the profiles are fp16; no measurement gives their cost.",
         "- pipeline_parallel > 1: not modelled (every file has pipeline_parallel 1).",
         "- llama-2-70b and llama-3.1-70b at TP 1: their fp16 weights alone exceed one 80 GB GPU.",
+        "- draft heads whose authors released none for the target's family: EAGLE-3 for "
+        "Llama-2-7B and Llama-2-70B, Medusa for Llama-2-70B and Llama-3-8B; multi-token "
+        "prediction (MTP) for every bundled target (no Llama model has MTP modules). See "
+        "`lut_population/PLAN.md` section 2.",
         "",
     ]
     return lines
@@ -420,7 +438,11 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         "target replica (TP 1). Files in `microbench/` are built from the project's H100 "
         "measurements instead (measured grid points only, no refinement; unmeasured points "
         "filled and marked in `notes`; see the comparison below and `lut_population/PLAN.md` "
-        "section 12).",
+        "section 12). "
+        "Draft heads (`<target>.<kind>`: EAGLE, EAGLE-3, Medusa) and their "
+        "fused files (`<target>+<target>.<kind>`) run on the whole target replica at its TP "
+        "degree; a head file's `verify` rows are one head step over `fanout_k + 1` candidates "
+        "per sequence (one token-tree level).",
         "",
         "## Files",
         "",

@@ -12,6 +12,8 @@
 5. Spot checks against published figures (:mod:`lut_population.spot_checks`).
 6. The H100 LUTs of measured models against the H100 measurements
    (:mod:`lut_population.measured_check`).
+7. Draft-head rows against the H100 head measurements
+   (:mod:`lut_population.head_spot_checks`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ import pandas as pd
 
 from lut_population.build import BuiltFile, build_tables
 from lut_population.catalog import render_catalog
+from lut_population.head_spot_checks import (
+    HEAD_MEDIAN_TOLERANCE,
+    HEAD_POINT_TOLERANCE,
+    head_points,
+    head_summaries,
+    head_table,
+)
+from lut_population.heads import shapes_with_heads
 from lut_population.inputs import load_models
 from lut_population.measured import repeatability
 from lut_population.measured_check import MICROBENCH_DIR, TOLERANCES, compare_dir, render
@@ -148,8 +158,8 @@ def check_monotone_measured(frames: dict[str, pd.DataFrame]) -> CheckResult:
 def expected_kv_mb(
     row_phase: str, model: str, context: np.ndarray, batch: np.ndarray, k: np.ndarray
 ) -> np.ndarray:
-    """KV cache an iteration appends, from the model shapes alone."""
-    models = load_models()
+    """KV cache an iteration appends, from the model shapes alone (draft heads included)."""
+    models = shapes_with_heads()
     target_id, _, draft_id = model.partition("+")
     target = models[target_id].kv_mib_per_token
     draft = models[draft_id].kv_mib_per_token if draft_id else 0.0
@@ -213,6 +223,21 @@ def is_measured_file(name: str) -> bool:
     return name.startswith(f"{MICROBENCH_DIR}/")
 
 
+def check_heads(lut_dir: Path) -> CheckResult:
+    """Draft-head rows and composition against the H100 head measurements."""
+    points = head_points(lut_dir)
+    summaries = head_summaries(points)
+    lines = [
+        f"{'ok' if s.ok else 'FAIL'}: {s.name}: median {s.median:.3f}, worst {s.worst:.3f} "
+        f"over {len(s.ratios)} points (tolerance: median {HEAD_MEDIAN_TOLERANCE:.0%}, "
+        f"each point {HEAD_POINT_TOLERANCE:.0%})"
+        for s in summaries
+    ]
+    lines += head_table(points)
+    ok = bool(points) and all(s.ok for s in summaries)
+    return CheckResult("draft heads against H100 measurements", ok, tuple(lines))
+
+
 def run_checks(lut_dir: Path) -> list[CheckResult]:
     """Run every check on the LUT files in ``lut_dir``."""
     built = build_tables()
@@ -228,4 +253,5 @@ def run_checks(lut_dir: Path) -> list[CheckResult]:
     if all((lut_dir / n).is_file() for n in names):
         results.append(check_spots(lut_dir))
         results.append(check_measured(lut_dir))
+        results.append(check_heads(lut_dir))
     return results

@@ -174,6 +174,7 @@ class FusedRoundCost:
     draft: IterationModel
     source: str
     phase: str = "fused_decode"
+    one_draft_step: bool = False
 
     @property
     def capacity_mb(self) -> float | None:
@@ -183,9 +184,11 @@ class FusedRoundCost:
     def evaluate(self, context: FloatArray, batch: FloatArray, k: FloatArray) -> Metrics:
         """Round cost: sum over i < k of draft decode at context + i, plus verify(k).
 
-        Latency and energy add up; peak memory is the verify's (target weights,
-        activations, KV) plus the draft's weights and KV after its last step;
-        the KV delta is ``k + 1`` target tokens and ``k`` draft tokens per sequence.
+        With ``one_draft_step`` (Medusa, whose heads propose all k tokens in one
+        step) the draft runs once per round, at ``context``. Latency and energy
+        add up; peak memory is the verify's (target weights, activations, KV)
+        plus the draft's weights and KV after its last step; the KV delta is
+        ``k + 1`` target tokens and ``k`` draft tokens per sequence.
         """
         k = np.asarray(k, dtype=np.float64)
         verify = SinglePhaseCost(self.target, "verify").evaluate(context, batch, k)
@@ -194,6 +197,8 @@ class FusedRoundCost:
         energy = np.asarray(verify.energy_mj, dtype=np.float64).copy()
         known = verify.energy_known
         steps = int(np.max(k)) if np.size(k) else 0
+        if self.one_draft_step:
+            steps = min(steps, 1)
         for i in range(steps):
             step = draft.evaluate(context + float(i), batch, np.ones_like(k))
             active = (k > i).astype(np.float64)

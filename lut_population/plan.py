@@ -13,7 +13,11 @@ Files (one per model and hardware, ``lut/<model>__<hardware>.csv``):
 * fused pairs ``<target>+<draft>`` (draft and target share a tokenizer:
   Llama-2 targets with TinyLlama-1.1B or Llama-68M, Llama-3-8B, Llama-3.1-8B
   and Llama-3.1-70B with Llama-3.2-1B) on A100 and H100 at every target TP degree, phases prefill and
-  fused_decode.
+  fused_decode;
+* draft heads ``<target>.<kind>`` (``inputs/heads.yaml``: EAGLE, EAGLE-3,
+  Medusa) on A100 and H100 at every target TP degree, phases prefill,
+  draft_decode and (except Medusa) verify = one head step over ``fanout_k + 1``
+  candidates per sequence; and their fused files ``<target>+<target>.<kind>``.
 
 Every file holds fp16 rows only (the profiles are fp16) and pipeline
 parallelism 1.
@@ -30,10 +34,12 @@ from lut_population.device_roofline import RooflineModel, calibrate, cited_numbe
 from lut_population.gpu_compose import ComposedGpuModel
 from lut_population.gpu_scaling import gpu_ratios
 from lut_population.grid import DATACENTER_BATCHES, DEVICE_BATCHES, Grid, base_grid
+from lut_population.heads import HeadGpuModel, head_shape
 from lut_population.inputs import (
     has_operator_profile,
     load_attention_profile,
     load_devices_config,
+    load_heads,
     load_models,
     load_operator_profile,
 )
@@ -229,6 +235,21 @@ def gpu_model(model_id: str, hardware: str, tp: int) -> ComposedGpuModel:
 
 
 @cache
+def head_model(head_id: str, hardware: str, tp: int) -> HeadGpuModel:
+    """The composed cost model of draft head ``head_id`` on its target's replica of TP ``tp``."""
+    spec = load_heads()[head_id]
+    target = gpu_model(spec.target, hardware, tp)
+    return HeadGpuModel(spec, target, head_shape(spec, target.shape), f"head_v1[{target.source}]")
+
+
+def head_phases(head_id: str) -> tuple[str, ...]:
+    """LUT phases of a head file; a Medusa step has no width (its heads read one position)."""
+    if load_heads()[head_id].kind == "medusa":
+        return ("prefill", "draft_decode")
+    return ("prefill", "draft_decode", "verify")
+
+
+@cache
 def device_model(model_id: str, hardware: str) -> RooflineModel:
     """The calibrated roofline cost model of ``model_id`` on a client device."""
     calibration = calibrate(hardware)
@@ -313,4 +334,42 @@ def build_plan() -> tuple[FileSpec, ...]:
                 f"fused_v1[{gpu_model(target_id, hw, TARGETS[target_id][0]).source}|{draft.source}]"
             )
             files.append(FileSpec(file_name(fused_id, hw), fused_id, hw, method, tuple(keys)))
+    return tuple(files) + _head_files(hardware_ids)
+
+
+def _fused_head_grid(phase: str, head_id: str, max_context: int) -> Grid:
+    grid = base_grid(phase, max_context, DATACENTER_BATCHES)
+    spec = load_heads()[head_id]
+    if phase == "fused_decode" and spec.kind == "medusa":
+        return Grid(grid.context, grid.batch, tuple(range(1, spec.lm_heads + 1)))
+    return grid
+
+
+def _head_files(hardware_ids: list[str]) -> tuple[FileSpec, ...]:
+    """Head files ``<target>.<kind>`` and fused files ``<target>+<target>.<kind>``."""
+    files: list[FileSpec] = []
+    heads = load_heads()
+    for head_id in sorted(heads):
+        target_id = heads[head_id].target
+        max_context = load_models()[target_id].max_context
+        fused_id = f"{target_id}+{head_id}"
+        for hw in hardware_ids:
+            keys: list[KeySpec] = []
+            fused: list[KeySpec] = []
+            for tp in TARGETS[target_id]:
+                head = head_model(head_id, hw, tp)
+                keys += _single(head, hw, head_phases(head_id), DATACENTER_BATCHES)
+                target = gpu_model(target_id, hw, tp)
+                source = f"fused_v1[{target.source}|head_v1]"
+                medusa = heads[head_id].kind == "medusa"
+                for cost in (
+                    FusedPrefillCost(target, head, source),
+                    FusedRoundCost(target, head, source, one_draft_step=medusa),
+                ):
+                    grid = _fused_head_grid(cost.phase, head_id, max_context)
+                    fused.append(KeySpec(cost.phase, fused_id, hw, tp, cost, grid))
+            first = head_model(head_id, hw, TARGETS[target_id][0])
+            files.append(FileSpec(file_name(head_id, hw), head_id, hw, first.source, tuple(keys)))
+            method = f"fused_v1[{first.target.source}|head_v1]"
+            files.append(FileSpec(file_name(fused_id, hw), fused_id, hw, method, tuple(fused)))
     return tuple(files)
