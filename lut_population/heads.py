@@ -28,9 +28,11 @@ operators of hidden width (Vidur's ``add``). A Medusa step runs on the logit
 positions only; it has no attention and no KV cache.
 
 A head step over ``w`` candidates per sequence (one level of a token tree) is
-the work ``(batch, new = w, cached = context, logits = w)``; the LUT rows price
-chains (``w = 1``), see :mod:`lut_population.phases`. Host time is not included
-(LUT rows are GPU time).
+the work ``(batch, new = w, cached = context, logits = w)``: the matrix products
+and LM head see ``batch x w`` tokens, the attention reads each sequence's
+context once. A head file's ``draft_decode`` rows are ``w = 1`` (a chain step)
+and its ``verify`` rows ``w = fanout_k + 1`` (PLAN.md section 4.8). Host time is
+not included (LUT rows are GPU time).
 """
 
 from __future__ import annotations
