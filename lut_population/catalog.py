@@ -11,6 +11,7 @@ from lut_population.collectives import all_reduce_fit
 from lut_population.cpu_overhead import cpu_overhead_fit
 from lut_population.device_roofline import balance, calibrate
 from lut_population.gpu_scaling import gpu_ratios
+from lut_population.head_spot_checks import head_points, head_summaries
 from lut_population.inputs import (
     has_operator_profile,
     load_attention_profile,
@@ -360,6 +361,25 @@ def _long_context_section() -> list[str]:
     return lines
 
 
+def _head_section() -> list[str]:
+    points = head_points(None)
+    lines = [
+        "### Draft heads against the H100 head measurements",
+        "",
+        f"EAGLE head step composed from the target's operators against "
+        f"`inputs/microbench_h100/trees_heads.csv` ({len(points)} shapes: Llama-2-7B and "
+        "Llama-3-8B, context 512 and 2048, batch 1-64, width 1, 4, 8; CUDA graphs, GPU time). "
+        "Ratios composed / measured; `python -m lut_population check` prints every point.",
+        "",
+        "| comparison | median | worst |",
+        "| --- | --- | --- |",
+    ]
+    for summary in head_summaries(points):
+        name = summary.name.replace("head LUT row", "composed head step")
+        lines.append(f"| {name} | {_num(summary.median, 3)} | {_num(summary.worst, 3)} |")
+    return [*lines, ""]
+
+
 def _device_section() -> list[str]:
     bal = balance()
     lines = [
@@ -451,6 +471,7 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         *_inputs_section(),
         *_gpu_section(),
         *_long_context_section(),
+        *_head_section(),
         *_device_section(),
         *measured_section(files),
         *_not_built(),

@@ -112,8 +112,14 @@ def _lut_ms(lut_dir: Path, head_id: str, context: int, batch: int, width: int) -
     return float(LutManager([table]).lookup(key, context, batch, k).latency_ms)
 
 
-def head_points(lut_dir: Path) -> list[HeadPoint]:
-    """Every measured head shape with its comparisons."""
+def head_points(lut_dir: Path | None) -> list[HeadPoint]:
+    """Every measured head shape with its comparisons.
+
+    Args:
+        lut_dir: Where the head LUT files are; None compares the composed head
+            step instead of the LUT row (the two agree at these grid points;
+            used by the catalog, which is rendered before the files are written).
+    """
     frame = load_trees_heads()
     rows = frame[frame["phase"].isin(["draft_head", "target_layer", "lm_head"])]
     points = []
@@ -135,6 +141,7 @@ def head_points(lut_dir: Path) -> list[HeadPoint]:
             + target.ops.time_ms("input_layernorm", work.tokens)
             + target.ops.lm_head_ms(work.logit_rows)
         )
+        composed = float(head.latency_ms(work))
         points.append(
             HeadPoint(
                 target=str(target_id),
@@ -143,10 +150,12 @@ def head_points(lut_dir: Path) -> list[HeadPoint]:
                 width=int(width),
                 mode=str(chosen["mode"].iloc[0]),
                 measured_head_ms=float(measured["draft_head"]),
-                lut_head_ms=_lut_ms(lut_dir, head_id, int(context), int(batch), int(width)),
+                lut_head_ms=composed
+                if lut_dir is None
+                else _lut_ms(lut_dir, head_id, int(context), int(batch), int(width)),
                 measured_layer_lm_ms=float(measured["target_layer"])
                 + float(lm_rows["latency_ms_median"].iloc[0]),
-                composed_head_ms=float(head.latency_ms(work)),
+                composed_head_ms=composed,
                 composed_layer_lm_ms=float(layer_lm),
             )
         )
