@@ -26,6 +26,8 @@ class HeadSpec:
         decoder_layers: Decoder layers per depth (EAGLE, EAGLE-3, MTP: 1; Medusa: 0).
         depth: Sequential modules per step (MTP depth; 1 otherwise).
         fc_inputs: Hidden-size vectors the input projection takes (fc ``fc_inputs x h -> h``); 0: none.
+        fc_each_step: Whether every step runs the fc (EAGLE, MTP) or only the first step of a
+            round, which reads the target's features (EAGLE-3).
         qkv_inputs: Input width of the QKV projection in hidden sizes (EAGLE-3: 2).
         lm_heads: LM heads evaluated per step (Medusa: one per head).
         residual_blocks: Residual blocks (linear h -> h, SiLU, add) per LM head (Medusa).
@@ -41,6 +43,7 @@ class HeadSpec:
     decoder_layers: int
     depth: int
     fc_inputs: int
+    fc_each_step: bool
     qkv_inputs: int
     lm_heads: int
     residual_blocks: int

@@ -27,6 +27,9 @@ residual block's h -> h linear is an ``attn_post_proj``-sized product (h
 operators of hidden width (Vidur's ``add``). A Medusa step runs on the logit
 positions only; it has no attention and no KV cache.
 
+EAGLE-3 runs its fc in the first step of a round only (the one that reads the
+target's features); :meth:`HeadGpuModel.later_step` prices the others.
+
 A head step over ``w`` candidates per sequence (one level of a token tree) is
 the work ``(batch, new = w, cached = context, logits = w)``: the matrix products
 and LM head see ``batch x w`` tokens, the attention reads each sequence's
@@ -98,6 +101,17 @@ class HeadGpuModel:
     def capacity_mb(self) -> float | None:
         """The target replica's memory."""
         return self.target.capacity_mb
+
+    def later_step(self) -> HeadGpuModel:
+        """The model of a draft step after the first of a round.
+
+        EAGLE-3 runs its fc only on the target's features, i.e. in the first
+        step of a round; later steps feed the layer the head's own output. For
+        every other kind a later step costs the same as the first.
+        """
+        if self.spec.fc_each_step or self.spec.fc_inputs == 0:
+            return self
+        return replace(self, spec=replace(self.spec, fc_inputs=0))
 
     def _lm_head_ms(self, rows: FloatArray) -> FloatArray:
         ratio = self.spec.lm_head_vocab / self.target.shape.vocab_size

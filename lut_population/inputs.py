@@ -458,9 +458,13 @@ def _head_from(head_id: str, raw: Any, file: Path, issues: list[Issue]) -> HeadS
     target = raw.get("target")
     if target not in load_models(file.parent):
         issues.append(make_issue(file, f"{where}.target", target, "a model id of models.yaml"))
-    own = raw.get("own_lm_head")
-    if not isinstance(own, bool):
-        issues.append(make_issue(file, f"{where}.own_lm_head", own, "true or false"))
+    flags: dict[str, bool] = {}
+    for name in ("fc_each_step", "own_lm_head"):
+        value = raw.get(name)
+        if not isinstance(value, bool):
+            issues.append(make_issue(file, f"{where}.{name}", value, "true or false"))
+        else:
+            flags[name] = value
     texts: dict[str, str] = {}
     for name in ("name", "source"):
         value = raw.get(name)
@@ -475,8 +479,8 @@ def _head_from(head_id: str, raw: Any, file: Path, issues: list[Issue]) -> HeadS
         kind=str(kind),
         target=str(target),
         name=texts["name"],
-        own_lm_head=bool(own),
         source=texts["source"],
+        **flags,
         **ints,
     )
 

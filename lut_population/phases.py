@@ -175,6 +175,7 @@ class FusedRoundCost:
     source: str
     phase: str = "fused_decode"
     one_draft_step: bool = False
+    later_draft: IterationModel | None = None
 
     @property
     def capacity_mb(self) -> float | None:
@@ -185,14 +186,17 @@ class FusedRoundCost:
         """Round cost: sum over i < k of draft decode at context + i, plus verify(k).
 
         With ``one_draft_step`` (Medusa, whose heads propose all k tokens in one
-        step) the draft runs once per round, at ``context``. Latency and energy
+        step) the draft runs once per round, at ``context``; with ``later_draft``
+        (EAGLE-3, whose fc runs in the first step only) steps after the first are
+        priced by that model. Latency and energy
         add up; peak memory is the verify's (target weights, activations, KV)
         plus the draft's weights and KV after its last step; the KV delta is
         ``k + 1`` target tokens and ``k`` draft tokens per sequence.
         """
         k = np.asarray(k, dtype=np.float64)
         verify = SinglePhaseCost(self.target, "verify").evaluate(context, batch, k)
-        draft = SinglePhaseCost(self.draft, "draft_decode")
+        first = SinglePhaseCost(self.draft, "draft_decode")
+        later = SinglePhaseCost(self.later_draft or self.draft, "draft_decode")
         latency = np.asarray(verify.latency_ms, dtype=np.float64).copy()
         energy = np.asarray(verify.energy_mj, dtype=np.float64).copy()
         known = verify.energy_known
@@ -200,7 +204,7 @@ class FusedRoundCost:
         if self.one_draft_step:
             steps = min(steps, 1)
         for i in range(steps):
-            step = draft.evaluate(context + float(i), batch, np.ones_like(k))
+            step = (first if i == 0 else later).evaluate(context + float(i), batch, np.ones_like(k))
             active = (k > i).astype(np.float64)
             latency = latency + active * step.latency_ms
             energy = energy + active * step.energy_mj

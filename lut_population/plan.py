@@ -364,7 +364,13 @@ def _head_files(hardware_ids: list[str]) -> tuple[FileSpec, ...]:
                 medusa = heads[head_id].kind == "medusa"
                 for cost in (
                     FusedPrefillCost(target, head, source),
-                    FusedRoundCost(target, head, source, one_draft_step=medusa),
+                    FusedRoundCost(
+                        target,
+                        head,
+                        source,
+                        one_draft_step=medusa,
+                        later_draft=head.later_step(),
+                    ),
                 ):
                     grid = _fused_head_grid(cost.phase, head_id, max_context)
                     fused.append(KeySpec(cost.phase, fused_id, hw, tp, cost, grid))

@@ -45,6 +45,7 @@ def test_every_head_fact_is_cited_and_fits_its_target():
     eagle3 = heads["llama-3-8b.eagle3"]
     assert (eagle3.fc_inputs, eagle3.qkv_inputs, eagle3.lm_head_vocab) == (3, 2, 32000)
     assert eagle3.own_lm_head and not heads["llama-3-8b.eagle"].own_lm_head
+    assert not eagle3.fc_each_step and heads["llama-3-8b.eagle"].fc_each_step
 
 
 def test_a_bad_head_entry_names_the_key(tmp_path: Path):
@@ -58,7 +59,7 @@ def test_a_bad_head_entry_names_the_key(tmp_path: Path):
         load_heads(tmp_path)
     text = caught.value.render()
     assert "heads.x.eagle.kind" in text and "heads.x.eagle.target" in text
-    assert "heads.x.eagle.decoder_layers" in text
+    assert "heads.x.eagle.decoder_layers" in text and "heads.x.eagle.fc_each_step" in text
 
 
 def test_an_eagle_step_is_one_target_layer_plus_fc_embedding_and_lm_head():
@@ -93,6 +94,24 @@ def test_eagle3_has_a_wider_fc_and_qkv_but_a_smaller_lm_head():
     difference = eagle3.latency_ms(work) - eagle.latency_ms(work)
     assert difference == pytest.approx(extra - lm_saved)
     assert eagle3.weights_mb() > eagle.weights_mb()  # its own 32000 x 4096 LM head
+
+
+def test_eagle3_runs_its_fc_in_the_first_step_of_a_round_only():
+    eagle3 = head_model("llama-3-8b.eagle3", H100, 1)
+    later = eagle3.later_step()
+    work = one(4.0, 1.0, 1024.0, 1.0)
+    fc = 3 * eagle3.target.ops.time_ms("attn_post_proj", work.tokens)
+    assert eagle3.latency_ms(work) - later.latency_ms(work) == pytest.approx(fc)
+    assert head_model("llama-3-8b.eagle", H100, 1).later_step().spec.fc_inputs == 2
+    target = eagle3.target
+    k = np.array([1.0, 4.0])
+    context = np.full_like(k, 1024.0)
+    batch = np.full_like(k, 4.0)
+    fused = FusedRoundCost(target, eagle3, "test", later_draft=later).evaluate(context, batch, k)
+    each_with_fc = FusedRoundCost(target, eagle3, "test").evaluate(context, batch, k)
+    saved = each_with_fc.latency_ms - fused.latency_ms
+    assert saved[0] == pytest.approx(0.0)
+    assert saved[1] == pytest.approx(3 * float(fc[0]))
 
 
 def test_mtp_depth_runs_its_modules_in_sequence():
