@@ -26,6 +26,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 INPUTS = HERE / "inputs"
 MODELS = HERE.parent / "lut_population" / "inputs" / "models.yaml"
+HEADS = HERE.parent / "lut_population" / "inputs" / "heads.yaml"
 
 LOOP_LUT = "serving_loop_h100_lut_raw.csv"
 LOOP_STEPS = {
@@ -111,9 +112,19 @@ def loop_step_host(kind: str) -> tuple[Doc, str]:
 
 
 def model_layers() -> dict[str, int]:
-    """Layer counts of the modelled models, from the cited model shapes."""
+    """Layer counts of the modelled models and draft heads, from their cited shapes.
+
+    A draft head counts the decoder layers one step runs (EAGLE, EAGLE-3, MTP:
+    ``decoder_layers x depth``); Medusa heads, which run no decoder layer, are
+    left out (no measurement says what launching their residual blocks costs).
+    """
     models = yaml.safe_load(MODELS.read_text(encoding="utf-8"))["models"]
-    return {name: int(shape["num_layers"]) for name, shape in sorted(models.items())}
+    layers = {name: int(shape["num_layers"]) for name, shape in models.items()}
+    heads = yaml.safe_load(HEADS.read_text(encoding="utf-8"))["heads"]
+    for name, head in heads.items():
+        if int(head["decoder_layers"]) > 0:
+            layers[name] = int(head["decoder_layers"]) * int(head["depth"])
+    return dict(sorted(layers.items()))
 
 
 def eager_launch() -> tuple[Doc, str]:
@@ -140,7 +151,8 @@ def eager_launch() -> tuple[Doc, str]:
         f"rows; models {', '.join(models)}; batch 1-32, contexts 128-4096): least-squares fit "
         "of host_ms_median (CPU time of the launching call) = fixed_ms + per_layer_ms x "
         f"num_layers (median relative error {error:.0%}); model_layers from "
-        "lut_population/inputs/models.yaml (num_hidden_layers of each config.json)"
+        "lut_population/inputs/models.yaml (num_hidden_layers of each config.json) and, for "
+        "draft heads, lut_population/inputs/heads.yaml (decoder_layers x depth)"
     )
     return doc, text
 

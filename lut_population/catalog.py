@@ -19,10 +19,10 @@ from lut_population.inputs import (
     load_models,
     load_operator_profile,
 )
-from lut_population.measured_compare import measured_section
-from lut_population.microbench import FILLED_NOTE
 from lut_population.long_context import HARDWARE as MEASURED_HARDWARE
 from lut_population.long_context import MIN_CONTEXT, slope_comparisons, slope_summaries
+from lut_population.measured_compare import measured_section
+from lut_population.microbench import FILLED_NOTE
 from lut_population.op_roofline import op_roofline_fit
 from lut_population.operators import MonotoneCurve
 from lut_population.plan import DTYPE, PIPELINE_PARALLEL, gpu_hardware
@@ -106,7 +106,7 @@ INPUT_SOURCES: dict[str, tuple[str, str, str, str, str]] = {
         "n/a",
         "facts",
     ),
-    "microbench_h100": (
+    "microbench_h100_heads": (
         "inputs/microbench_h100/trees_heads.csv",
         "measured for this project (one H100 80GB HBM3, machine C, 2026-11-25)",
         "microbench_h100/trees_heads.csv of the staged data",

@@ -34,7 +34,6 @@ from lut_population.head_spot_checks import (
     head_table,
 )
 from lut_population.heads import shapes_with_heads
-from lut_population.inputs import load_models
 from lut_population.measured import repeatability
 from lut_population.measured_check import MICROBENCH_DIR, TOLERANCES, compare_dir, render
 from lut_population.paths import CATALOG_NAME

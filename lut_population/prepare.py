@@ -24,6 +24,10 @@ What is kept (see ``inputs/SOURCES.md`` for origins and licences):
   whole-iteration file ``iterations.csv``, the token-tree and draft-head file
   ``trees_heads.csv`` and the folder's ``README.md`` (the method the rows are
   cited by), each copied whole, byte for byte.
+* The H100 serving-loop measurements (``serving_loop_h100/``): ``lut_raw.csv``
+  whole; of each ``steps_<mode>_r<rate>.csv`` every row and the columns in
+  :data:`SERVING_STEP_COLUMNS` (read by ``scripts/derive_step_timing.py``,
+  not by the build).
 """
 
 from __future__ import annotations
@@ -123,6 +127,24 @@ LICENSES = (
     "mlenergy-benchmark-v3-data_Apache-2.0.txt",
 )
 
+SERVING_LOOP_DIR = "serving_loop_h100"
+"""The staged folder of the H100 serving-loop measurements (and its copy under ``inputs/``)."""
+SERVING_STEP_FILES = tuple(
+    f"steps_{mode}_r{rate}.csv" for mode in ("plain", "fused") for rate in ("4", "8", "12.1")
+)
+"""The serving loop's per-step files (plain decode and fused rounds at three arrival rates)."""
+SERVING_STEP_COLUMNS = (
+    "kind",
+    "dur_ms",
+    "n",
+    "bucket",
+    "mean_ctx",
+    "max_ctx",
+    "prompt",
+    "after_idle",
+)
+"""Per-step columns kept: kind, duration, batch shape and contexts, prompt length."""
+
 Row = dict[str, str]
 
 
@@ -177,6 +199,18 @@ def _prepare_microbench(data: Path, out: Path) -> list[str]:
     for name in MICROBENCH_FILES:
         shutil.copyfile(source / name, out / MICROBENCH_DIR / name)
     return [f"{MICROBENCH_DIR}/{name}: copied" for name in MICROBENCH_FILES]
+
+
+def _prepare_serving_loop(data: Path, out: Path) -> list[str]:
+    source = data / SERVING_LOOP_DIR
+    target = out / SERVING_LOOP_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source / "lut_raw.csv", target / "lut_raw.csv")
+    done = ["lut_raw.csv: copied"]
+    for name in SERVING_STEP_FILES:
+        count = _filtered(source / name, target / name, SERVING_STEP_COLUMNS, lambda row: True)
+        done.append(f"{name}: {count} rows")
+    return done
 
 
 def prepare(data_dir: Path, inputs_dir: Path = INPUTS_DIR) -> list[str]:
@@ -252,6 +286,7 @@ def prepare(data_dir: Path, inputs_dir: Path = INPUTS_DIR) -> list[str]:
     )
     done.append(f"device_facts_rows.csv: {count} rows")
     done += _prepare_microbench(data_dir, inputs_dir)
+    done += _prepare_serving_loop(data_dir, inputs_dir)
     licences = inputs_dir / "LICENSES"
     licences.mkdir(parents=True, exist_ok=True)
     for name in LICENSES:

@@ -24,6 +24,7 @@ STREAM_NAMES: tuple[str, ...] = (
     "devices",
     "policy",
     "think_time",
+    "step_noise",
 )
 """The streams the simulator knows; :meth:`RandomStreams.get` rejects others."""
 

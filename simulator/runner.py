@@ -140,7 +140,10 @@ def snapshot(scenario: Scenario, at_s: float, *, requests: RequestTable | None =
     """
     table = requests if requests is not None else run_requests(scenario)
     engine = Engine(
-        build_runtime(scenario), table, RandomStreams(scenario.seed), planner=planner_of(scenario)
+        build_runtime(scenario),
+        table,
+        RandomStreams(scenario.seed),
+        planner=planner_of(scenario),
     )
     engine.start()
     engine.advance(at_s)

@@ -147,18 +147,27 @@ def test_compressed_arrivals_never_shorten_a_prefill_wait(tmp_path_factory, low,
 
 
 @pytest.mark.parametrize(
-    ("kv", "prefill_wait_ms"), [("queue", 0), ("preempt_recompute", 0), ("queue", 40)]
+    ("kv", "prefill_wait_ms", "noise"),
+    [
+        ("queue", 0, "none"),
+        ("preempt_recompute", 0, "none"),
+        ("queue", 40, "none"),
+        ("queue", 0, "measured"),
+        ("queue", 40, "measured"),
+    ],
 )
-def test_fused_iterations_equal_stepped_iterations(tmp_path, kv, prefill_wait_ms):
+def test_fused_iterations_equal_stepped_iterations(tmp_path, kv, prefill_wait_ms, noise):
     """A run of decode iterations in one event equals stepping them one by one.
 
     With ``prefill_wait_ms`` > 0 the prefill lane holds prompts back to fill
     a batch; a prefill falling due must cut a decode run at its next
-    iteration boundary, as a stepped replica would start it there.
+    iteration boundary, as a stepped replica would start it there. With
+    step-time noise a run uses exactly the draws its iterations would.
     """
     workload = synthetic(60, 8, 400, 120)
     workload["synthetic"]["output_tokens"] = {"dist": "uniform", "low": 1, "high": 300}
-    base: dict[str, object] = {"scheduler.kv": {"on_full": kv}}
+    workload["synthetic"]["prompt_tokens"] = {"dist": "uniform", "low": 50, "high": 800}
+    base: dict[str, object] = {"scheduler.kv": {"on_full": kv}, "simulation.step_noise": noise}
     if prefill_wait_ms:
         base["scheduler.prefill"] = {"batching": {"max_batch": 4, "max_wait_ms": prefill_wait_ms}}
     fused = _run(

@@ -16,6 +16,9 @@ from lut_population.prepare import (
     MICROBENCH_FILES,
     MLP_KEY_COLUMNS,
     MLP_SOURCES,
+    SERVING_LOOP_DIR,
+    SERVING_STEP_COLUMNS,
+    SERVING_STEP_FILES,
     prepare,
 )
 
@@ -114,6 +117,14 @@ def staged(root: Path) -> Path:
             ["phase", "model", "latency_ms_median"],
             [["draft_head", "llama-2-7b", "0.32341"], ["lm_head", "llama-3-8b", "0.41248"]],
         )
+    loop = root / SERVING_LOOP_DIR
+    write(loop / "lut_raw.csv", ["phase", "n", "wall_ms_median"], [["decode", 1, "6.12249"]])
+    for name in SERVING_STEP_FILES:
+        write(
+            loop / name,
+            ["step", *SERVING_STEP_COLUMNS, "gap_ms"],
+            [[0, "decode", "6.8035", 3, 4, "698.33", 894, 0, 0, "0.0114"]],
+        )
     for name in LICENSES:
         (root / "LICENSES").mkdir(exist_ok=True)
         (root / "LICENSES" / name).write_text("licence\n", encoding="utf-8")
@@ -147,6 +158,10 @@ def test_prepare_keeps_only_the_documented_rows_and_columns(tmp_path):
     for name in MICROBENCH_FILES:
         copied = (out / "microbench_h100" / name).read_bytes()
         assert copied == (data / "microbench_h100" / name).read_bytes()
+    steps = read(out / SERVING_LOOP_DIR / SERVING_STEP_FILES[0])
+    assert list(steps[0]) == list(SERVING_STEP_COLUMNS)
+    assert steps[0]["mean_ctx"] == "698.33"  # copied as text
+    assert read(out / SERVING_LOOP_DIR / "lut_raw.csv")[0]["wall_ms_median"] == "6.12249"
 
 
 def test_prepare_refuses_a_directory_without_manifest(tmp_path, capsys):

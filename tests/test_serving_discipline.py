@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from simulator import load_scenario, run
+from simulator.engine.step_timing import measured
 from simulator.engine.tracing import ListTracer
 from simulator.errors import InputError
 from tests.engine_fixtures import PROFILES, constant, synthetic, write_scenario
@@ -58,6 +59,11 @@ CASES = {
             "microbatch": {"max_microbatch": 3, "fallback": "per_request"},
         }
     },
+    "step_noise": {"simulation.step_noise": "measured"},
+    "step_noise_preempt": {
+        "simulation.step_noise": "measured",
+        "scheduler.kv": {"on_full": "preempt_recompute"},
+    },
 }
 
 
@@ -67,7 +73,7 @@ CASES = {
 def test_fused_iterations_equal_stepped_ones_when_overloaded(tmp_path, mode, case):
     fused = _overloaded(tmp_path, mode, True, CASES[case], "fused.yaml")
     stepped = _overloaded(tmp_path, mode, False, CASES[case], "stepped.yaml")
-    if case in ("preempt", "chunked_preempt"):
+    if case in ("preempt", "chunked_preempt", "step_noise_preempt"):
         # A KV budget far below what 60 requests need, so the replica evicts.
         profile = _target_profile(tmp_path, memory={"kv_cache_limit_mb": 600})
         fused = _with_target_profile(fused, profile)
@@ -77,7 +83,7 @@ def test_fused_iterations_equal_stepped_ones_when_overloaded(tmp_path, mode, cas
     for column in ("ttft_ms", "tpot_ms", "e2e_ms", "target_energy_j"):
         np.testing.assert_allclose(a[column], b[column], rtol=1e-9, atol=1e-9, err_msg=column)
     assert (a["preemptions"] == b["preemptions"]).all()
-    if case == "preempt":
+    if case in ("preempt", "step_noise_preempt"):
         assert a["preemptions"].sum() > 0
 
 
@@ -195,24 +201,27 @@ def _microbatch_latency_ms(tmp_path, micro, prompts):
 
 def test_microbatches_are_priced_per_group_and_summed(tmp_path):
     prompts = [100, 200, 300, 400]
+    w = measured().round_weight  # each group at mean + w * (longest - mean)
     one, detail = _microbatch_latency_ms(tmp_path, {"max_microbatch": 8}, prompts)
-    # One group: mean context 251 (prompt + first token), batch 4.
-    assert one == pytest.approx(30.0 + 0.01 * 251 + 2.0 * 4)
+    # One group: mean context 251 (prompt + first token), longest 401, batch 4.
+    assert one == pytest.approx(30.0 + 0.01 * (251 + w * 150) + 2.0 * 4)
     assert "microbatches" not in detail
     two, detail = _microbatch_latency_ms(tmp_path, {"max_microbatch": 2}, prompts)
     # Shortest first: (101, 201) and (301, 401).
-    assert two == pytest.approx(2 * 30.0 + 0.01 * (151 + 351) + 2.0 * 4)
+    assert two == pytest.approx(2 * 30.0 + 0.01 * (151 + 351 + 2 * w * 50) + 2.0 * 4)
     assert "microbatches=2" in detail
 
 
 def test_per_request_fallback_runs_a_diverging_request_alone(tmp_path):
     prompts = [100, 110, 1000]
+    w = measured().round_weight
     micro = {"max_microbatch": 8, "fallback": "per_request", "max_context_ratio": 2.0}
     latency, detail = _microbatch_latency_ms(tmp_path, micro, prompts)
     assert "microbatches=2" in detail
-    assert latency == pytest.approx(2 * 30.0 + 0.01 * (106 + 1001) + 2.0 * 3)
+    assert latency == pytest.approx(2 * 30.0 + 0.01 * (106 + w * 5 + 1001) + 2.0 * 3)
     grouped, _ = _microbatch_latency_ms(tmp_path, {"max_microbatch": 8}, prompts)
-    assert grouped == pytest.approx(30.0 + 0.01 * (101 + 111 + 1001) / 3 + 2.0 * 3)
+    mean = (101 + 111 + 1001) / 3
+    assert grouped == pytest.approx(30.0 + 0.01 * (mean + w * (1001 - mean)) + 2.0 * 3)
 
 
 def _target_profile(tmp_path, **blocks):

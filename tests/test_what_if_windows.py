@@ -24,11 +24,14 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-def _scenario(tmp_path, mode, replicas=2, name="scenario.yaml"):
-    extra = {}
+def _scenario(tmp_path, mode, replicas=2, name="scenario.yaml", noise="none"):
+    extra: dict[str, object] = {"simulation.step_noise": noise}
     if mode == "hybrid":
         # The link's 20 ms RTT is under the threshold: the hybrid policy sends requests distributed.
-        extra = {"speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 30}}}
+        extra["speculation.hybrid"] = {
+            "policy": "rtt_threshold",
+            "params": {"threshold_ms": 30},
+        }
     path = write_scenario(
         tmp_path,
         mode=mode,
@@ -43,10 +46,21 @@ def _scenario(tmp_path, mode, replicas=2, name="scenario.yaml"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["none", "distributed", "fused", "hybrid"])
-def test_a_window_reproduces_the_full_run_exactly(tmp_path, mode):
-    """Every request that ends within the window has its full-run record, field for field."""
-    scenario = _scenario(tmp_path, mode)
+@pytest.mark.parametrize(
+    ("mode", "noise"),
+    [
+        ("none", "none"),
+        ("distributed", "none"),
+        ("fused", "none"),
+        ("hybrid", "none"),
+        ("none", "measured"),
+        ("fused", "measured"),
+    ],
+)
+def test_a_window_reproduces_the_full_run_exactly(tmp_path, mode, noise):
+    """Every request that ends within the window has its full-run record, field for field
+    (with step-time noise too: a copy continues each replica's draws)."""
+    scenario = _scenario(tmp_path, mode, noise=noise)
     full = {r.request_id: r for r in run(scenario).output.records}
     state = snapshot(scenario, START_S)
     carried = {item.request_id for item in state.in_flight}

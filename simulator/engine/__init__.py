@@ -65,12 +65,16 @@ Module map (each room, what it owns, what it may touch):
 - Other servers and mechanisms: :mod:`~simulator.engine.draft_device`,
   :mod:`~simulator.engine.costs`, :mod:`~simulator.engine.microbatch`,
   :mod:`~simulator.engine.kv`, :mod:`~simulator.engine.heat`,
+  :mod:`~simulator.engine.ragged` (the context a ragged batch is priced
+  at), :mod:`~simulator.engine.step_noise` (a replica's step-time noise),
   :mod:`~simulator.engine.gpu_share`, :mod:`~simulator.engine.signals`;
   shared services: :mod:`~simulator.engine.clock`,
   :mod:`~simulator.engine.network`, :mod:`~simulator.engine.tracing`,
   :mod:`~simulator.engine.timeseries`, :mod:`~simulator.engine.usage`,
   :mod:`~simulator.engine.closed_loop`; inputs:
-  :mod:`~simulator.engine.runtime`, :mod:`~simulator.engine.request_state`,
+  :mod:`~simulator.engine.runtime`, :mod:`~simulator.engine.step_timing`
+  (``simulation.ragged_batches`` and ``step_noise`` with their measured
+  constants), :mod:`~simulator.engine.request_state`,
   :mod:`~simulator.engine.policy_build`.
 
 Lane and work-kind names are declared once, in :mod:`policies.lanes`, which

@@ -53,6 +53,7 @@ from simulator.engine.records import EngineOutput, InFlight, RequestRecord
 from simulator.engine.request_state import RequestState, to_record
 from simulator.engine.runtime import Runtime
 from simulator.engine.speculation import Speculation
+from simulator.engine.step_timing import StepTiming
 from simulator.engine.target import TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Tracer
@@ -115,6 +116,8 @@ class Engine:
         self.requests = requests
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         tracing = tracer is not None
+        self.step_timing: StepTiming = runtime.settings.step_timing
+        """The ragged-batch rule and step-time noise (``simulation.*``)."""
         self.env = simpy.Environment(initial_time=start_s)
         """The one clock; a what-if window starts it at its start time (absolute time)."""
         settings = runtime.settings
@@ -169,6 +172,8 @@ class Engine:
                 prefill_max_batch=sched.prefill.limits.max_batch,
                 signal_window=control.signal_window,
                 split_lanes=sched.lanes,
+                step_timing=self.step_timing,
+                streams=streams,
             )
         )
         self.dispatcher = dispatcher = Dispatcher(

@@ -20,10 +20,26 @@ from functools import partial
 from policies.lanes import DECODE
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.costs import PhaseCost
+from simulator.engine.ragged import batch_context
 from simulator.engine.replica_kv import ReplicaKv
 from simulator.engine.replica_view import ReplicaView
 from simulator.engine.request_state import RequestState
 from simulator.engine.tracing import Span
+
+NOISE_KIND = "decode"
+"""The step-time dispersion plain decode iterations draw with (``simulation.step_noise``)."""
+
+
+def noisy_totals(totals_s: list[float], factors: list[float]) -> list[float]:
+    """Running totals of iterations whose latencies are each scaled by their factor."""
+    out: list[float] = []
+    previous = 0.0
+    t = 0.0
+    for total, factor in zip(totals_s, factors, strict=True):
+        t += (total - previous) * factor
+        previous = total
+        out.append(t)
+    return out
 
 
 class DecodeRun:
@@ -110,12 +126,20 @@ class DecodeRuns:
         )
         heat = replica.heat
         factor = heat.fixed_factor if heat.constant else heat.factor(start)
+        noise = replica.noise
         if not fuse:
-            latency_s, energy_j, _groups = microbatcher.price(cost, batch, False)
+            latency_s, energy_j, _groups = microbatcher.price(
+                cost, batch, False, tail_weight=replica.tail_weight[DECODE]
+            )
+            if noise is not None:
+                latency_s *= noise.peek(NOISE_KIND, 1)[0]
             return DecodeRun(batch, start, [start + latency_s / factor], [energy_j / factor])
         iterations = min(req.remaining for req in batch)
-        context = sum(req.context for req in batch) / n
+        # Every context grows by one per iteration: so does the batch's priced context.
+        context = batch_context(batch, replica.tail_weight[DECODE])
         elapsed_s, energies = cost.curve(n, 1).cumulative_steps(context, iterations)
+        if noise is not None:
+            elapsed_s = noisy_totals(elapsed_s, noise.peek(NOISE_KIND, iterations))
         if factor != 1.0:
             elapsed_s = [e / factor for e in elapsed_s]
             energies = [e / factor for e in energies]
@@ -153,6 +177,8 @@ class DecodeRuns:
             return  # the run was cut: an earlier end replaced this one
         self.run = None
         replica = self.replica
+        if replica.noise is not None:
+            replica.noise.advance(done)  # the draws its iterations used
         batch = run.batch
         n = len(batch)
         energy_j = run.energies_j[done - 1]

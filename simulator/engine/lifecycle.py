@@ -14,7 +14,7 @@ back through the two protocols.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import simpy
@@ -22,7 +22,9 @@ import simpy
 from policies.arbitration import ArbitrationRule
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.request_state import RequestState
+from simulator.engine.step_timing import StepTiming
 from simulator.engine.tracing import Tracer
+from simulator.rng import RandomStreams
 from simulator.scenario.model import LanesSpec
 
 
@@ -96,6 +98,10 @@ class ServerContext:
         prefill_max_batch: Most prompts one prefill iteration starts.
         signal_window: Decode-lane iterations and verified rounds each replica
             remembers for the k controller's windowed signals (0: none kept).
+        step_timing: The ragged-batch rule and step-time noise
+            (``simulation.ragged_batches``, ``simulation.step_noise``).
+        streams: The run's random streams (each replica's step-time noise
+            draws from its own sub-stream of ``step_noise``).
     """
 
     env: simpy.Environment
@@ -114,3 +120,5 @@ class ServerContext:
     prefill_max_batch: int
     split_lanes: LanesSpec
     signal_window: int = 0
+    step_timing: StepTiming = field(default_factory=StepTiming)
+    streams: RandomStreams | None = None

@@ -9,7 +9,9 @@ whose context diverges from every other runs on its own (per-request
 attention). Each group is priced by the LUT at its own size, mean context
 and largest k, and the groups run one after the other: the iteration's
 latency and energy are their sums. A batch that forms one group is priced
-exactly as before (one lookup at the batch's mean context).
+exactly as before (one lookup at the batch's context). A group's context is
+its mean, or with ``simulation.ragged_batches: tail_weighted`` the effective
+context of :mod:`simulator.engine.ragged`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from simulator.engine.costs import PhaseCost
+from simulator.engine.ragged import batch_context
 from simulator.engine.request_state import RequestState
 from simulator.scenario.model import MicrobatchSpec
 
@@ -70,12 +73,15 @@ class Microbatcher:
         batch: Sequence[RequestState],
         fanout: bool,
         plain: PhaseCost | None = None,
+        tail_weight: float = 0.0,
     ) -> tuple[float, float, int]:
         """Return ``(latency_s, energy_j, microbatches)`` of one iteration of ``batch``.
 
         ``fanout``: price each group at its largest ``k`` (verify and fused
         work); otherwise at k = 1 (plain decode). A group whose requests all
-        draft k = 0 is a plain decode step, priced by ``plain``.
+        draft k = 0 is a plain decode step, priced by ``plain``. Each group is
+        priced at :func:`~simulator.engine.ragged.batch_context` with
+        ``tail_weight`` (0: its mean context).
         """
         if self._one_group(batch):
             groups: list[list[RequestState]] = [list(batch)]
@@ -90,7 +96,7 @@ class Microbatcher:
             if k == 0:
                 assert plain is not None  # k = 0 is allowed only where plain decode is priced
                 group_cost, k = plain, 1
-            lat, energy = group_cost.at(sum(req.context for req in group) / n, n, k)
+            lat, energy = group_cost.at(batch_context(group, tail_weight), n, k)
             latency_s += lat
             energy_j += energy
         return latency_s, energy_j, len(groups)

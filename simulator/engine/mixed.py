@@ -189,7 +189,7 @@ class MixedIterations:
             cost = replica.costs.step[kind]
             assert cost is not None
             step_s, step_j, _groups = replica.microbatcher.price(
-                cost, batch, kind != DECODE, replica.costs.step[DECODE]
+                cost, batch, kind != DECODE, replica.costs.step[DECODE], replica.tail_weight[kind]
             )
             # The chunks' pass already reads the weights: decode-lane work adds what it
             # costs beyond a batch-1 pass at the grid's shortest context (GPU work; the
@@ -199,6 +199,10 @@ class MixedIterations:
             energy_j = max(energy_j + step_j - base_j, chunk_step[1], step_j)
         else:
             latency_s, energy_j = chunk_step
+        if replica.noise is not None:
+            # A pass carrying prefill chunks varies as prefill does.
+            noise_kind = "prefill" if chunks else "decode" if kind == DECODE else "round"
+            latency_s *= replica.noise.take(noise_kind)
         latency_s, energy_j = replica.throttled(now, latency_s, energy_j)
         context = replica.context
         if context.tracing:

@@ -129,7 +129,10 @@ class PrefillLane:
         n = len(batch)
         mean_context = sum(req.context for req, _ in batch) / n
         self.kv.reserve(batch, now)
-        latency_s, energy_j = replica.throttled(now, *cost.at(mean_context, n, 1))
+        latency_s, energy_j = cost.at(mean_context, n, 1)
+        if replica.noise is not None:
+            latency_s *= replica.noise.take("prefill")
+        latency_s, energy_j = replica.throttled(now, latency_s, energy_j)
         context = replica.context
         if context.tracing:
             context.tracer.event(

@@ -25,6 +25,7 @@ from simulator.engine.lifecycle import RequestLifecycle, ServerContext, Speculat
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.request_state import RequestState
 from simulator.engine.signals import ReplicaWindow
+from simulator.engine.step_noise import StepNoise
 
 PrefillEntry = tuple[RequestState, str, float]
 """A prompt waiting in the prefill lane: the request, its decode-lane kind, since when."""
@@ -55,6 +56,9 @@ class ReplicaView(Protocol):
         cool: Whether it is never throttled (iterations skip the thermal bookkeeping).
         window: Its recent iterations for the k controller (``None``: not kept).
         microbatcher: Splits and prices decode-lane batches.
+        tail_weight: Weight of the longest context in a decode-lane batch's
+            priced context (:mod:`simulator.engine.ragged`), by kind of work.
+        noise: Its step-time noise (``None``: off).
         step_lane: The verify lane's batching policy.
         continuous_lane: The batching policy of plain decode and fused rounds.
         max_running: Most requests it runs at once.
@@ -83,6 +87,8 @@ class ReplicaView(Protocol):
     cool: bool
     window: ReplicaWindow | None
     microbatcher: Microbatcher
+    tail_weight: Mapping[str, float]
+    noise: StepNoise | None
     step_lane: Any
     continuous_lane: Any
     max_running: int

@@ -13,7 +13,7 @@ without a scenario file.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies.lanes import DECODE, FUSED, VERIFY
 from simulator.acceptance import AcceptanceModel
@@ -21,6 +21,7 @@ from simulator.devices.engine_profile import step_models
 from simulator.devices.model import Availability, ThermalSpec
 from simulator.engine.costs import LaneCosts, PhaseCost, ReplicaCosts
 from simulator.engine.step_pricing import StepPricer
+from simulator.engine.step_timing import StepTiming
 from simulator.errors import InputError, make_issue
 from simulator.lut import LutKey, LutManager
 from simulator.scenario.model import (
@@ -188,6 +189,8 @@ class RunSettings:
         closed_loop: Closed-loop users (``None``: replay arrival times).
         draft_selection: The per-request drafter-model policy (``None``
             when no client class has more than one drafter model).
+        step_timing: The ragged-batch rule and step-time noise
+            (``simulation.ragged_batches``, ``simulation.step_noise``).
     """
 
     mode: str
@@ -205,6 +208,7 @@ class RunSettings:
     timeseries_interval_s: float
     closed_loop: ClosedLoop | None
     draft_selection: PolicyChoice | None = None
+    step_timing: StepTiming = field(default_factory=StepTiming.default)
 
 
 @dataclass(frozen=True)
@@ -430,5 +434,8 @@ def build_runtime(scenario: Scenario) -> Runtime:
         draft_selection=scenario.scheduler.draft_selection
         if any(len(pool.models) > 1 for pool in clients.values())
         else None,
+        step_timing=StepTiming.of(
+            scenario.simulation.ragged_batches, scenario.simulation.step_noise
+        ),
     )
     return Runtime(settings, tuple(replicas), clients, tuple(classes), scenario.luts)

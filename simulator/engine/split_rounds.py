@@ -23,22 +23,25 @@ The kinds of split iterations and the lane each runs on are named in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import simpy
 
 from policies.lanes import (
+    DECODE,
     DECODE_LANE,
     DRAFT_PASS,
     PREFILL_LANE,
     PREFILL_PASS,
     ROUND,
+    VERIFY,
     VERIFY_LANE,
     VERIFY_PASS,
 )
 from simulator.engine.costs import LaneCosts, PhaseCost
 from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, Segment, SharedGpu
+from simulator.engine.ragged import batch_context
 from simulator.scenario.model import LanesSpec
 
 
@@ -50,6 +53,10 @@ class SplitRounds:
         spec: ``scheduler.lanes``: GPU sharing, overlap efficiency, host overhead.
         costs: The draft model's decode steps and the target's verify pass.
         prefill: The fused model's prefill (both models' prompts).
+        tail_weights: Weight of the longest context in a batch's priced
+            context (:mod:`simulator.engine.ragged`) by kind of work: the
+            draft steps are plain decode steps (``decode``), the verify pass
+            a round's (``verify``); none: the mean context.
 
     Attributes:
         gpu: The shared GPU the iterations run on.
@@ -58,9 +65,17 @@ class SplitRounds:
     """
 
     def __init__(
-        self, env: simpy.Environment, spec: LanesSpec, costs: LaneCosts, prefill: PhaseCost
+        self,
+        env: simpy.Environment,
+        spec: LanesSpec,
+        costs: LaneCosts,
+        prefill: PhaseCost,
+        tail_weights: Mapping[str, float] | None = None,
     ) -> None:
         self.costs = costs
+        weights = tail_weights or {}
+        self.draft_weight = weights.get(DECODE, 0.0)
+        self.verify_weight = weights.get(VERIFY, 0.0)
         self.prefill = prefill
         self.overlap = spec.gpu_sharing == "overlap"
         efficiency = spec.overlap_efficiency
@@ -87,13 +102,14 @@ class SplitRounds:
             segments = [(2 * host, HOST), (latency_s, COMPUTE)]
             return [s for s in segments if s[0] > 0], energy_j
         k = max(req.k for req in batch) if n > 1 else batch[0].k
-        context = sum(req.context for req in batch) / n
         energy_j = 0.0
         if kind in (DRAFT_PASS, ROUND):
+            context = batch_context(batch, self.draft_weight)
             draft_s, draft_j = self.costs.draft.curve(n, 1, gpu_only=True).sum_steps(context, k)
             segments += [(k * host, HOST), (draft_s, MEMORY)]
             energy_j += draft_j
         if kind in (VERIFY_PASS, ROUND):
+            context = batch_context(batch, self.verify_weight)
             verify_s, verify_j = self.costs.verify.gpu_at(context, n, k)
             segments += [(host, HOST), (verify_s, COMPUTE)]
             energy_j += verify_j

@@ -87,6 +87,7 @@ from simulator.engine.runtime import ReplicaPlan
 from simulator.engine.signals import ReplicaWindow
 from simulator.engine.split_iterations import SplitIterations
 from simulator.engine.split_rounds import SplitRounds
+from simulator.engine.step_noise import replica_noise
 from simulator.engine.verify_rounds import VerifyRounds
 
 INF = float("inf")
@@ -175,6 +176,10 @@ class TargetReplica:
         self.chunking: list[tuple[RequestState, str]] = []
         """Prompts whose chunked prefill is under way, with their decode-lane kind."""
         self.microbatcher = context.microbatcher
+        self.tail_weight: Mapping[str, float] = context.step_timing.tail_weights()
+        """Weight of the longest context in a decode-lane batch's priced context, by kind."""
+        self.noise = replica_noise(context.step_timing, context.streams, index)
+        """Its step-time noise (``None``: off)."""
         self.heat = Heat(thermal)
         self.cool = thermal is None
         """Never throttled: iterations skip the thermal bookkeeping."""
@@ -198,7 +203,9 @@ class TargetReplica:
             assert plan.lane_costs is not None, "a lane rule needs the split costs of a round"
             prefill = plan.costs.prefill[FUSED]
             assert prefill is not None
-            self.split = SplitRounds(self.env, context.split_lanes, plan.lane_costs, prefill)
+            self.split = SplitRounds(
+                self.env, context.split_lanes, plan.lane_costs, prefill, self.tail_weight
+            )
         self.split_iterations = SplitIterations(self, self.kv_rule, self.rounds, self.split)
 
     # -- entry points ------------------------------------------------------

@@ -18,6 +18,7 @@ from functools import partial
 
 from policies.lanes import DECODE, FUSED, VERIFY
 from simulator.engine.clock import DECISION, call_at
+from simulator.engine.ragged import batch_context
 from simulator.engine.replica_kv import ReplicaKv
 from simulator.engine.replica_view import ReplicaView
 from simulator.engine.request_state import RequestState
@@ -67,10 +68,14 @@ class VerifyRounds:
                 plain = costs.step[DECODE]
                 assert plain is not None
                 cost, k = plain, 1
-            latency_s, energy_j = cost.at(sum(req.context for req in batch) / n, n, k)
+            latency_s, energy_j = cost.at(batch_context(batch, replica.tail_weight[kind]), n, k)
             groups = 1
         else:
-            latency_s, energy_j, groups = microbatcher.price(cost, batch, True, costs.step[DECODE])
+            latency_s, energy_j, groups = microbatcher.price(
+                cost, batch, True, costs.step[DECODE], replica.tail_weight[kind]
+            )
+        if replica.noise is not None:
+            latency_s *= replica.noise.take("round")
         if not replica.cool:
             latency_s, energy_j = replica.throttled(now, latency_s, energy_j)
         context = replica.context

@@ -383,11 +383,16 @@ class SimulationSpec:
         until_s: Stop time (``None``: until every request has ended).
         lut_out_of_range: Behaviour of LUT lookups outside the grid.
         fuse_iterations: Advance unchanged decode batches in one event.
+        ragged_batches: The context a decode-lane batch is priced at
+            (``tail_weighted`` or ``mean``).
+        step_noise: Step-time variability (``none`` or ``measured``).
     """
 
     until_s: float | None
     lut_out_of_range: OutOfRange
     fuse_iterations: bool
+    ragged_batches: str = "tail_weighted"
+    step_noise: str = "none"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ def build_simulation(ctx: BuildContext) -> SimulationSpec:
         until_s=None if until is None else float(until),
         lut_out_of_range=raw["lut_out_of_range"],
         fuse_iterations=bool(raw["fuse_iterations"]),
+        ragged_batches=str(raw["ragged_batches"]),
+        step_noise=str(raw["step_noise"]),
     )
 
 
