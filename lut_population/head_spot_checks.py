@@ -98,10 +98,11 @@ class HeadPoint:
 def _pick(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows of one shape in the preferred mode (packed GQA where measured)."""
     for mode in reversed(MEASURED_MODES):
-        rows = frame[frame["mode"] == mode]
+        rows: pd.DataFrame = frame[frame["mode"] == mode]
         if {"draft_head", "target_layer"} <= set(rows["phase"]):
             return rows
-    return frame.iloc[0:0]
+    empty: pd.DataFrame = frame.iloc[0:0]
+    return empty
 
 
 def _lut_ms(lut_dir: Path, head_id: str, context: int, batch: int, width: int) -> float:

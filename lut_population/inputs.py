@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -200,6 +201,33 @@ def _model_from(model_id: str, raw: Any, file: Path, issues: list[Issue]) -> Mod
     )
 
 
+T = TypeVar("T")
+
+
+def _load_section(
+    file: Path, section: str, what: str, parse: Callable[[str, Any, Path, list[Issue]], T | None]
+) -> dict[str, T]:
+    """Parse every entry of the mapping ``section`` of a YAML input with ``parse``.
+
+    Raises:
+        InputError: The section is not a mapping, or entries have missing or bad fields
+            (every problem of the file together).
+    """
+    raw = _yaml(file)
+    entries = raw.get(section) if isinstance(raw, dict) else None
+    if not isinstance(entries, dict):
+        raise InputError([make_issue(file, section, entries, f"a mapping of {what} ids")])
+    issues: list[Issue] = []
+    parsed: dict[str, T] = {}
+    for entry_id, entry in entries.items():
+        value = parse(str(entry_id), entry, file, issues)
+        if value is not None:
+            parsed[str(entry_id)] = value
+    if issues:
+        raise InputError(issues)
+    return parsed
+
+
 @cache
 def load_models(inputs_dir: Path = INPUTS_DIR) -> dict[str, ModelShape]:
     """Read ``models.yaml`` into shapes keyed by model id.
@@ -207,20 +235,7 @@ def load_models(inputs_dir: Path = INPUTS_DIR) -> dict[str, ModelShape]:
     Raises:
         InputError: A model entry is missing a field or has a bad value.
     """
-    file = inputs_dir / "models.yaml"
-    raw = _yaml(file)
-    issues: list[Issue] = []
-    models: dict[str, ModelShape] = {}
-    entries = raw.get("models") if isinstance(raw, dict) else None
-    if not isinstance(entries, dict):
-        raise InputError([make_issue(file, "models", entries, "a mapping of model ids")])
-    for model_id, entry in entries.items():
-        shape = _model_from(str(model_id), entry, file, issues)
-        if shape is not None:
-            models[shape.model_id] = shape
-    if issues:
-        raise InputError(issues)
-    return models
+    return _load_section(inputs_dir / "models.yaml", "models", "model", _model_from)
 
 
 @cache
@@ -480,8 +495,15 @@ def _head_from(head_id: str, raw: Any, file: Path, issues: list[Issue]) -> HeadS
         target=str(target),
         name=texts["name"],
         source=texts["source"],
-        **flags,
-        **ints,
+        decoder_layers=ints["decoder_layers"],
+        depth=ints["depth"],
+        fc_inputs=ints["fc_inputs"],
+        fc_each_step=flags["fc_each_step"],
+        qkv_inputs=ints["qkv_inputs"],
+        lm_heads=ints["lm_heads"],
+        residual_blocks=ints["residual_blocks"],
+        lm_head_vocab=ints["lm_head_vocab"],
+        own_lm_head=flags["own_lm_head"],
     )
 
 
@@ -492,20 +514,7 @@ def load_heads(inputs_dir: Path = INPUTS_DIR) -> dict[str, HeadSpec]:
     Raises:
         InputError: A head entry is missing a field or has a bad value.
     """
-    file = inputs_dir / "heads.yaml"
-    raw = _yaml(file)
-    entries = raw.get("heads") if isinstance(raw, dict) else None
-    if not isinstance(entries, dict):
-        raise InputError([make_issue(file, "heads", entries, "a mapping of head model ids")])
-    issues: list[Issue] = []
-    heads: dict[str, HeadSpec] = {}
-    for head_id, entry in entries.items():
-        spec = _head_from(str(head_id), entry, file, issues)
-        if spec is not None:
-            heads[spec.model_id] = spec
-    if issues:
-        raise InputError(issues)
-    return heads
+    return _load_section(inputs_dir / "heads.yaml", "heads", "head model", _head_from)
 
 
 @cache

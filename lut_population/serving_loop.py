@@ -227,7 +227,7 @@ def centred(values: Array, keys: Sequence[Array]) -> Array:
     for combo in np.unique(combos, axis=0):
         mask = np.all(combos == combo, axis=1)
         out[mask] -= np.median(values[mask])
-    return out
+    return np.asarray(out, dtype=np.float64)
 
 
 def prefill_residuals(data: Path, rows: Sequence[dict[str, str]]) -> Array:
