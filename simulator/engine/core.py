@@ -51,7 +51,7 @@ from simulator.engine.lifecycle import ServerContext
 from simulator.engine.network import Network
 from simulator.engine.records import EngineOutput, InFlight, RequestRecord
 from simulator.engine.request_state import RequestState, to_record
-from simulator.engine.runtime import Runtime
+from simulator.engine.runtime import RunSettings, Runtime
 from simulator.engine.speculation import Speculation
 from simulator.engine.step_timing import StepTiming
 from simulator.engine.target import TargetReplica
@@ -165,7 +165,7 @@ class Engine:
                 new_arbiter=binder.arbiter_factory(sched),
                 microbatcher=decode.microbatcher,
                 kv_policy=sched.kv_on_full,
-                k_reserve=(settings.k_max + 1) if settings.mode != "none" else 0,
+                k_reserve=_k_reserve(settings),
                 k_max=settings.k_max,
                 fuse_iterations=settings.fuse_iterations,
                 max_running=sched.max_running_requests,
@@ -174,6 +174,7 @@ class Engine:
                 split_lanes=sched.lanes,
                 step_timing=self.step_timing,
                 streams=streams,
+                tree_nodes=settings.tree.nodes if settings.tree is not None else None,
             )
         )
         self.dispatcher = dispatcher = Dispatcher(
@@ -426,3 +427,16 @@ class Engine:
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
         )
+
+
+def _k_reserve(settings: RunSettings) -> int:
+    """Tokens a request's KV reserves beyond its prompt and output under ``queue``.
+
+    A round writes its ``k + 1`` tokens (a token tree: its ``nodes``) before
+    the rejected ones are dropped.
+    """
+    if settings.mode == "none":
+        return 0
+    if settings.tree is not None:
+        return settings.tree.nodes
+    return settings.k_max + 1

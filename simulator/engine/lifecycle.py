@@ -93,6 +93,8 @@ class ServerContext:
         kv_policy: ``scheduler.kv.on_full``.
         k_reserve: Draft tokens a request's KV reserves beyond its output.
         k_max: Largest draft length.
+        tree_nodes: Tokens a token-tree fused round writes per sequence
+            (``speculation.tree.nodes``; ``None``: ``k + 1`` of a chain).
         fuse_iterations: Advance unchanged decode runs in one event.
         max_running: Most requests a replica runs at once.
         prefill_max_batch: Most prompts one prefill iteration starts.
@@ -122,3 +124,4 @@ class ServerContext:
     signal_window: int = 0
     step_timing: StepTiming = field(default_factory=StepTiming)
     streams: RandomStreams | None = None
+    tree_nodes: int | None = None

@@ -76,12 +76,20 @@ class ReplicaKv:
             holders.remove(req)
 
     def room_for_rounds(self, batch: list[RequestState], kind: str) -> list[RequestState]:
-        """What is left of a verify or fused batch once its ``k + 1`` tokens each fit."""
+        """What is left of a verify or fused batch once its ``k + 1`` tokens each fit.
+
+        A token-tree fused round writes its tree's nodes per sequence instead.
+        """
         per_token = self.mb_per_token[kind]
+        nodes = self.replica.context.tree_nodes if kind == FUSED else None
         return self.make_room(
             batch,
             kind,
-            lambda members: len(members) * (max(r.k for r in members) + 1) * per_token,
+            lambda members: (
+                len(members)
+                * (nodes if nodes is not None else max(r.k for r in members) + 1)
+                * per_token
+            ),
         )
 
     def make_room(

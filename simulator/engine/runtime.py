@@ -20,8 +20,9 @@ from simulator.acceptance import AcceptanceModel
 from simulator.devices.engine_profile import step_models
 from simulator.devices.model import Availability, ThermalSpec
 from simulator.engine.costs import LaneCosts, PhaseCost, ReplicaCosts
-from simulator.engine.step_pricing import StepPricer
+from simulator.engine.step_pricing import StepPricer, TreeShape
 from simulator.engine.step_timing import StepTiming
+from simulator.engine.tree_costs import TreeRoundCost
 from simulator.errors import InputError, make_issue
 from simulator.lut import LutKey, LutManager
 from simulator.scenario.model import (
@@ -34,6 +35,7 @@ from simulator.scenario.model import (
     Scenario,
     SchedulerSpec,
     lane_lut_key,
+    tree_lut_key,
 )
 from simulator.workload.closed_loop import ClosedLoop
 
@@ -191,6 +193,8 @@ class RunSettings:
             when no client class has more than one drafter model).
         step_timing: The ragged-batch rule and step-time noise
             (``simulation.ragged_batches``, ``simulation.step_noise``).
+        tree: The token tree of fused rounds (``speculation.tree``; ``None``:
+            chains of ``k`` drafts).
     """
 
     mode: str
@@ -209,6 +213,7 @@ class RunSettings:
     closed_loop: ClosedLoop | None
     draft_selection: PolicyChoice | None = None
     step_timing: StepTiming = field(default_factory=StepTiming.default)
+    tree: TreeShape | None = None
 
 
 @dataclass(frozen=True)
@@ -274,7 +279,9 @@ class _Resolver:
             verify=self.cost(verifier, device, "verify")
             if verifier and mode in ("distributed", "hybrid")
             else None,
-            fused=self.cost(fused, device, "fused_decode") if fused else None,
+            fused=(self.tree_cost(fused, device) or self.cost(fused, device, "fused_decode"))
+            if fused
+            else None,
         )
         per_token: dict[str, float] = {}
         static_mb = 0.0
@@ -294,6 +301,29 @@ class _Resolver:
             gpus=device.profile.compute.gpus_per_replica,
             fused_acceptance=self.acceptance(device.fused_model) if fused else None,
             lane_costs=self.lane_costs(device),
+        )
+
+    def tree_cost(self, fused: ModelSpec, device: DeviceClass) -> TreeRoundCost | None:
+        """The token-tree round of ``speculation.tree`` on ``device`` (``None``: chains)."""
+        scenario = self.scenario
+        tree = scenario.speculation.tree
+        if tree is None:
+            return None
+        shape = TreeShape(tree.depth, tree.width, tree.nodes)
+        key = scenario.lut_key(fused, device, "fused_decode")
+        pricer = None
+        if device.engine is not None:
+            idle_w = device.profile.energy.idle_power_w or 0.0
+            models = (tree.verifier.model_id, tree.drafter.model_id)
+            pricer = StepPricer(device.engine, "fused_decode", models, idle_w, tree=shape)
+        return TreeRoundCost(
+            scenario.luts,
+            key,
+            scenario.simulation.lut_out_of_range,
+            pricer,
+            tree_lut_key(tree.drafter, device, tree.head_phase),
+            tree_lut_key(tree.verifier, device, "verify"),
+            shape,
         )
 
     def lane_costs(self, device: DeviceClass) -> LaneCosts | None:
@@ -437,5 +467,8 @@ def build_runtime(scenario: Scenario) -> Runtime:
         step_timing=StepTiming.of(
             scenario.simulation.ragged_batches, scenario.simulation.step_noise
         ),
+        tree=TreeShape(spec.tree.depth, spec.tree.width, spec.tree.nodes)
+        if spec.tree is not None
+        else None,
     )
     return Runtime(settings, tuple(replicas), clients, tuple(classes), scenario.luts)

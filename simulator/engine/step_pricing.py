@@ -7,7 +7,9 @@ latency and energy into the step's:
 
 * the forward passes of the step: one for prefill, plain decode and verify; a
   fused round drafts ``k`` times and verifies once; a fused prefill runs the
-  target then the draft;
+  target then the draft; a token-tree round (:class:`TreeShape`) runs one head
+  pass per level over ``width`` candidates per sequence and verifies ``nodes``
+  tokens per sequence once;
 * a step that replays a CUDA graph launches nothing; otherwise, if the profile
   models launches, the step takes ``max(GPU time, sum of its launches)``;
 * host time is added once per step or once per forward pass;
@@ -33,6 +35,22 @@ SPECULATIVE_PHASES = frozenset({"verify", "fused_decode"})
 
 
 @dataclass(frozen=True)
+class TreeShape:
+    """The token tree of a fused round (``speculation.tree``).
+
+    Attributes:
+        depth: Draft levels per round (the round's draft length ``k``).
+        width: Candidates per level per sequence.
+        nodes: Tokens the target verifies per sequence (the tree's nodes,
+            root included).
+    """
+
+    depth: int
+    width: int
+    nodes: int
+
+
+@dataclass(frozen=True)
 class StepPricer:
     """How one LUT key's rows become engine steps on a replica.
 
@@ -42,12 +60,14 @@ class StepPricer:
         models: The model ids of the step's forward passes
             (:func:`~simulator.devices.engine_profile.step_models`).
         idle_power_w: Power the replica draws while its GPUs wait (0 when unknown).
+        tree: The token tree of a fused round (``None``: a chain of ``k`` drafts).
     """
 
     profile: EngineProfile
     phase: str
     models: tuple[str, ...]
     idle_power_w: float
+    tree: TreeShape | None = None
 
     @property
     def fit(self) -> HostFit:
@@ -71,6 +91,9 @@ class StepPricer:
         n = microbatch
         if self.phase == "fused_decode":
             target, draft = self.models[0], self.models[-1]
+            tree = self.tree
+            if tree is not None:
+                return [(draft, n * tree.width)] * tree.depth + [(target, n * tree.nodes)]
             return [(draft, n)] * k + [(target, n * (k + 1))]
         if self.phase == "verify":
             return [(self.models[0], n * (k + 1))]

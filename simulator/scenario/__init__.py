@@ -33,6 +33,8 @@ every module may import :mod:`simulator.errors`, :mod:`simulator.limits`,
   and acceptance curves, LUTs loaded, LUT rows for every device.
 * :mod:`~simulator.scenario.sections.speculation`: ``speculation`` mode,
   draft lengths, k controller and hybrid policy.
+* :mod:`~simulator.scenario.sections.tree`: ``speculation.tree`` (the
+  token-tree shape of fused rounds and its LUTs).
 * :mod:`~simulator.scenario.sections.scheduler`: ``scheduler`` lanes,
   routing, admission, arbitration, drafter selection and the KV guard.
 * :mod:`~simulator.scenario.sections.lanes`: ``scheduler.lanes`` (the

@@ -18,7 +18,7 @@ from typing import Any
 from policies.plugins import PluginConsent
 from simulator.errors import InputError
 from simulator.lut import LutManager, LutTable
-from simulator.scenario.model import DeviceClass, LanesSpec, ModelSpec, Scenario
+from simulator.scenario.model import DeviceClass, LanesSpec, ModelSpec, Scenario, TreeSpec
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.requests import checked_requests
 from simulator.scenario.sections.context import BuildContext
@@ -39,6 +39,7 @@ from simulator.scenario.sections.run_settings import (
 )
 from simulator.scenario.sections.scheduler import build_scheduler, check_kv_guard
 from simulator.scenario.sections.speculation import build_speculation
+from simulator.scenario.sections.tree import build_tree
 
 
 def build_scenario(
@@ -74,9 +75,11 @@ def build_scenario(
     check_kv_guard(ctx, classes)
     check_lut_coverage(ctx, classes, models, luts)
     check_client_links(ctx, classes, network)
-    speculation = build_speculation(ctx, models, curves)
+    speculation = replace(
+        build_speculation(ctx, models, curves), tree=build_tree(ctx, classes, luts)
+    )
     lanes = build_lanes(ctx, classes, luts)
-    check_engine_layers(ctx, classes, _target_model_ids(classes, models, lanes))
+    check_engine_layers(ctx, classes, _target_model_ids(classes, models, lanes, speculation.tree))
     scheduler = build_scheduler(ctx, lanes)
     planner = build_planner(ctx)
     metrics = build_metrics(ctx)
@@ -117,14 +120,19 @@ def build_scenario(
 
 
 def _target_model_ids(
-    classes: list[DeviceClass], models: Mapping[str, ModelSpec], lanes: LanesSpec
+    classes: list[DeviceClass],
+    models: Mapping[str, ModelSpec],
+    lanes: LanesSpec,
+    tree: TreeSpec | None,
 ) -> dict[str, tuple[str, ...]]:
-    """The LUT model ids each target class's replicas run (verifier, fused and lane models)."""
+    """The LUT model ids each target class's replicas run (verifier, fused, lane and tree models)."""
     out: dict[str, tuple[str, ...]] = {}
     for device in classes:
         if device.type != "target":
             continue
         ids = [models[name].model_id for name in (device.model, device.fused_model) if name]
         ids += [lane.model_id for lane in (lanes.drafter, lanes.verifier) if lane is not None]
+        if tree is not None and device.fused_model:
+            ids += [tree.verifier.model_id, tree.drafter.model_id]
         out[device.id] = tuple(ids)
     return out

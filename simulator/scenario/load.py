@@ -163,6 +163,11 @@ def map_file_references(document: dict[str, Any], rewrite: Callable[[str], str])
     for role in ("drafter", "verifier"):
         if isinstance(lanes.get(role), dict) and "lut" in lanes[role]:
             lanes[role]["lut"] = rewrite(lanes[role]["lut"])
+    tree = spec.get("tree")
+    if isinstance(tree, dict):
+        for role in ("drafter", "verifier"):
+            if isinstance(tree.get(role), dict) and "lut" in tree[role]:
+                tree[role]["lut"] = rewrite(tree[role]["lut"])
     _rewrite_workload(out["workload"], rewrite)
     return out
 

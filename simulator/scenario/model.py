@@ -195,6 +195,7 @@ class SpeculationSpec:
         temperature: Sampling temperature.
         k_control: The draft-length controller.
         hybrid: The per-request mode policy (used in hybrid mode).
+        tree: The token tree of a fused round (``None``: chains of ``k`` drafts).
     """
 
     mode: Mode
@@ -206,6 +207,48 @@ class SpeculationSpec:
     temperature: float
     k_control: PolicyChoice
     hybrid: PolicyChoice
+    tree: TreeSpec | None = None
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """A token-tree fused round (``speculation.tree``).
+
+    Attributes:
+        depth: Draft levels per round (the round's ``k``).
+        width: Candidates per level per sequence.
+        nodes: Tokens the target verifies per sequence, root included.
+        drafter: The head's LUT (its ``verify`` rows price a level; width 1:
+            its ``draft_decode`` rows).
+        verifier: The target's LUT (its ``verify`` rows price the tree verify).
+    """
+
+    depth: int
+    width: int
+    nodes: int
+    drafter: LaneModel
+    verifier: LaneModel
+
+    @property
+    def head_phase(self) -> str:
+        """The head file's phase whose rows price one level."""
+        return "verify" if self.width > 1 else "draft_decode"
+
+
+def tree_lut_key(model: LaneModel, device: DeviceClass, phase: str) -> LutKey:
+    """The LUT key a tree round prices ``phase`` of ``model`` with on ``device``.
+
+    Both the head and the target run on the whole replica (a head file is
+    built at the target's tensor-parallel degree, ``lut/README.md``).
+    """
+    return LutKey(
+        phase=phase,
+        model=model.model_id,
+        hardware=device.hardware,
+        tensor_parallel=device.tensor_parallel,
+        pipeline_parallel=device.pipeline_parallel,
+        dtype=model.dtype,
+    )
 
 
 @dataclass(frozen=True)
