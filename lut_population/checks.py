@@ -14,6 +14,8 @@
    (:mod:`lut_population.measured_check`).
 7. Draft-head rows against the H100 head measurements
    (:mod:`lut_population.head_spot_checks`).
+8. Target verify rows at ``fanout_k = T - 1`` against the H100 token-tree
+   verifies with a tree mask (:mod:`lut_population.tree_spot_checks`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from lut_population.measured import repeatability
 from lut_population.measured_check import MICROBENCH_DIR, TOLERANCES, compare_dir, render
 from lut_population.paths import CATALOG_NAME
 from lut_population.spot_checks import SPOT_TOLERANCE, spot_checks
+from lut_population.tree_spot_checks import tree_points, tree_summaries, tree_table
 from simulator.errors import InputError
 from simulator.lut import load_lut
 
@@ -237,6 +240,21 @@ def check_heads(lut_dir: Path) -> CheckResult:
     return CheckResult("draft heads against H100 measurements", ok, tuple(lines))
 
 
+def check_trees(lut_dir: Path) -> CheckResult:
+    """Target verify rows at fanout_k = T - 1 against the H100 tree-mask measurements."""
+    points = tree_points(lut_dir)
+    summaries = tree_summaries(points)
+    lines = [
+        f"{'ok' if s.ok else 'FAIL'}: {s.name}: median {s.median:.3f}, worst {s.worst:.3f} "
+        f"over {len(s.ratios)} points (tolerance: median {HEAD_MEDIAN_TOLERANCE:.0%}, "
+        f"each point {HEAD_POINT_TOLERANCE:.0%})"
+        for s in summaries
+    ]
+    lines += tree_table(points)
+    ok = bool(points) and all(s.ok for s in summaries)
+    return CheckResult("token-tree verifies against H100 tree-mask measurements", ok, tuple(lines))
+
+
 def run_checks(lut_dir: Path) -> list[CheckResult]:
     """Run every check on the LUT files in ``lut_dir``."""
     built = build_tables()
@@ -253,4 +271,5 @@ def run_checks(lut_dir: Path) -> list[CheckResult]:
         results.append(check_spots(lut_dir))
         results.append(check_measured(lut_dir))
         results.append(check_heads(lut_dir))
+        results.append(check_trees(lut_dir))
     return results

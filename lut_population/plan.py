@@ -263,8 +263,13 @@ def device_model(model_id: str, hardware: str) -> RooflineModel:
 
 
 def _single(
-    model: IterationModel, hardware: str, phases: tuple[str, ...], batches: tuple[int, ...]
+    model: IterationModel,
+    hardware: str,
+    phases: tuple[str, ...],
+    batches: tuple[int, ...],
+    trees: bool = False,
 ) -> list[KeySpec]:
+    """Keys of one model's own phases (``trees``: a target, whose verify covers token trees)."""
     return [
         KeySpec(
             phase,
@@ -272,10 +277,16 @@ def _single(
             hardware,
             model.tensor_parallel,
             SinglePhaseCost(model, phase),
-            base_grid(phase, model.shape.max_context, batches),
+            base_grid(phase, model.shape.max_context, batches, trees),
         )
         for phase in phases
     ]
+
+
+TREE_HARDWARE = frozenset({"h100-sxm5-80gb"})
+"""GPUs whose target files carry the token-tree fanouts (``grid.TREE_FANOUTS``) in their verify
+rows: the H100, where tree verifies were measured (``inputs/microbench_h100/trees_heads.csv``);
+the LUT set's size budget (50 MiB) leaves no room for both GPUs."""
 
 
 def file_name(model: str, hardware: str) -> str:
@@ -294,7 +305,11 @@ def build_plan() -> tuple[FileSpec, ...]:
             for tp in TARGETS[model_id]:
                 model = gpu_model(model_id, hw, tp)
                 keys += _single(
-                    model, hw, ("prefill", "draft_decode", "verify"), DATACENTER_BATCHES
+                    model,
+                    hw,
+                    ("prefill", "draft_decode", "verify"),
+                    DATACENTER_BATCHES,
+                    hw in TREE_HARDWARE,
                 )
             method = gpu_model(model_id, hw, TARGETS[model_id][0]).source
             files.append(FileSpec(file_name(model_id, hw), model_id, hw, method, tuple(keys)))

@@ -13,10 +13,12 @@ from lut_population.build import build_key
 from lut_population.grid import (
     DATACENTER_BATCHES,
     PROMISED_TOLERANCE,
+    TREE_FANOUTS,
     Grid,
     base_grid,
     bilinear,
     evaluate_grid,
+    fanout_errors,
     refine,
 )
 from lut_population.isotonic import non_decreasing
@@ -163,3 +165,27 @@ def test_non_decreasing_fit_is_monotone_and_keeps_the_total(values):
     assert fitted.sum() == pytest.approx(data.sum(), abs=1e-6 * (1 + np.abs(data).sum()))
     if np.all(np.diff(data) >= 0):
         assert np.allclose(fitted, data)
+
+
+def test_tree_verify_grid_keeps_the_promise_at_its_fanouts_and_reports_between():
+    """A target's verify adds the tree fanouts; interpolation between them is reported."""
+    cost = SinglePhaseCost(gpu_model("llama-3-8b", H100, 1), "verify")
+    spec = KeySpec(
+        "verify", "m", "hw", 1, cost, base_grid("verify", 2048, DATACENTER_BATCHES, True)
+    )
+    assert spec.grid.fanout_k == (*range(1, 9), *TREE_FANOUTS)
+    assert sample_error(spec, seed=7) <= PROMISED_TOLERANCE
+    between = fanout_errors(cost, build_key(spec).grid)
+    assert set(between) == set(zip(spec.grid.fanout_k[7:], spec.grid.fanout_k[8:], strict=False))
+    assert max(between.values()) < 0.15
+
+
+def test_only_target_verify_keys_get_tree_fanouts():
+    by_name = {f.name: f for f in build_plan()}
+    target = by_name[f"llama-3-8b__{H100}.csv"]
+    fused = by_name[f"llama-3-8b+llama-3-8b.eagle3__{H100}.csv"]
+    for spec in target.keys:
+        assert (max(spec.grid.fanout_k) == TREE_FANOUTS[-1]) == (spec.phase == "verify")
+    assert all(max(spec.grid.fanout_k) <= 8 for spec in fused.keys)
+    a100 = by_name["llama-3-8b__a100-sxm4-80gb.csv"]
+    assert all(max(spec.grid.fanout_k) <= 8 for spec in a100.keys)
