@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +277,21 @@ def test_the_tree_key_changes_a_run_and_runs_repeat(tmp_path):
     chain = _summary(tmp_path, {"speculation.tree": None})
     assert tree["latency_ms"] != chain["latency_ms"]
     assert _summary(tmp_path) == tree
+
+
+def test_the_speedup_script_scenarios_load(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location(
+        "speculation_speedup",
+        Path(__file__).resolve().parent.parent / "scripts" / "speculation_speedup.py",
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)
+    spec.loader.exec_module(script)
+    tree = next(d for d in script.DRAFTERS if d.tree is not None)
+    assert (tree.tree["depth"], tree.tree["width"], tree.tree["nodes"]) == (5, 4, 8)
+    for engine in script.ENGINES:
+        for drafter in (None, *script.DRAFTERS):
+            path = tmp_path / "s.yaml"
+            path.write_text(yaml.safe_dump(script.scenario(2, engine, drafter)), encoding="utf-8")
+            assert load_scenario(path).speculation.mode == ("none" if drafter is None else "fused")
