@@ -256,7 +256,7 @@ def test_trees_are_refused_outside_mode_fused(tmp_path):
     doc = json.loads(json.dumps(BASE))
     spec = doc["speculation"]
     spec["mode"] = "none"
-    spec["verifier_models"] = [{"name": "t", "lut": f"builtin:lut/{TARGET}__{H100}.csv"}]
+    spec["verifier_models"] = [{"name": TARGET, "lut": f"builtin:lut/{TARGET}__{H100}.csv"}]
     for key in ("fused_models", "acceptance_models", "k"):
         del spec[key]
     path = tmp_path / "none.yaml"
@@ -264,7 +264,8 @@ def test_trees_are_refused_outside_mode_fused(tmp_path):
     with pytest.raises(InputError) as caught:
         load_scenario(path)
     message = str(caught.value)
-    assert "speculation.tree" in message and "mode fused" in message, message
+    assert "1 problem" in message, message
+    assert "speculation.tree" in message and "token tree outside mode fused" in message, message
 
 
 def _summary(tmp_path: Path, edit: dict[str, Any] | None = None) -> dict[str, Any]:

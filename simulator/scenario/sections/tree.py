@@ -38,15 +38,18 @@ def build_tree(
             KEY,
             raw,
             f"null in mode {mode!r} (token trees are fused rounds: mode fused)",
-            "tree in a mode that runs no fused rounds only",
+            "token tree outside mode fused",
         )
+        return None
     depth, width, nodes = int(raw["depth"]), int(raw["width"]), int(raw["nodes"])
     if not depth + 1 <= nodes <= 1 + depth * width:
         ctx.issue(
             f"{KEY}.nodes",
             nodes,
             f"from depth + 1 ({depth + 1}) to 1 + depth x width ({1 + depth * width})",
-            "more nodes than the tree's levels hold, or fewer than one per level",
+            "more nodes than the tree's levels hold"
+            if nodes > 1 + depth * width
+            else "fewer nodes than one per level plus the root",
         )
     if int(spec["k"]) != depth:
         ctx.issue(
