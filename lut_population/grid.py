@@ -78,7 +78,7 @@ class Grid:
 def base_grid(phase: str, max_context: int, batches: tuple[int, ...], trees: bool = False) -> Grid:
     """The starting grid of a key (``trees``: a target's ``verify``, with :data:`TREE_FANOUTS`)."""
     contexts = tuple(c for c in BASE_CONTEXTS if c <= max_context)
-    fanouts = FANOUTS if phase in K_PHASES else (1,)
+    fanouts: tuple[int, ...] = FANOUTS if phase in K_PHASES else (1,)
     if trees and phase == "verify":
         fanouts = FANOUTS + TREE_FANOUTS
     return Grid(contexts, batches, fanouts)

@@ -1,25 +1,38 @@
-"""Speed-up of fused speculation over plain decoding on one Llama-3-8B H100, by batch.
+"""Simulated speed-up of speculative decoding over plain decoding against batch size.
 
-Closed-loop users (B = 1 .. 64, no think time, 512-token prompts, 256 output
-tokens, four requests per user) keep a batch of B sequences decoding on one
-H100 (TP 1). Each drafter runs in mode ``fused`` under the ``cuda-graph`` and
-``vidur-vllm-v0`` engine profiles; the speed-up is the plain run's mean TPOT
-over the drafter's (same B, same engine). Usage::
+Usage::
 
-    python scripts/speculation_speedup.py [--users 1 2 4 8 16 32 64]
+    python scripts/speculation_speedup.py [-o docs/figures/speculation_speedup.png] [--table]
 
-Drafters (:data:`DRAFTERS`): the EAGLE-3 head of Llama-3-8B drafting a chain
-of 7 with the curve measured on vLLM's chain, the same head drafting SGLang's
-default tree (depth 5, width 4, 8 nodes: ``speculation.tree``) with the curve
-measured on SGLang (whose tree shape the source does not state; SGLang's
-documented defaults are assumed), and that SGLang curve priced as a chain of 5
-(how a tree-measured curve was run before trees were priced).
+One Llama-3-8B H100 replica (TP 1) serves B closed-loop users with no think time
+(B = 1, 2, 4, ..., 64; 512-token prompts, 256 output tokens, four waves of B
+requests), so about B sequences decode together. Each drafter runs fused on the
+replica, under two engine profiles (``device_profiles/engines/``): the
+CUDA-graph engine (host time once per step) and the older engine Vidur
+profiled (host time per forward pass). The speed-up at B is the output tokens
+per second of the speculative run over those of plain decoding at the same B
+under the same engine profile.
+
+Drafters and the acceptance curves they draw from (``acceptance/``):
+
+* a separate draft model, Llama-3.2-1B, k = 4, with Spec-Bench's SpS curve on
+  Vicuna-7B as a stated stand-in (no curve of that pair is measured);
+* the EAGLE-3 head of Llama-3-8B (the shapes of Llama-3.1-8B) drafting a chain
+  of k = 7, with the curve measured on vLLM's chain;
+* the same head drafting SGLang's default token tree (``speculation.tree``:
+  depth 5, width 4, 8 nodes), with the curve measured on SGLang, whose tree
+  shape the source does not state (SGLang's documented defaults are assumed);
+* that SGLang curve priced as a chain of 5, as a tree-measured curve was run
+  before trees were priced (the tree's extra drafting and verifying is the
+  difference).
+
+Prints the table (``--table``: as Markdown only, for ``docs/speculation.md``)
+and writes the figure.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -29,23 +42,33 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 from simulator import load_scenario, run  # noqa: E402
 
-H100 = "h100-sxm5-80gb"
-TARGET_LUT = f"builtin:lut/llama-3-8b__{H100}.csv"
-HEAD_LUT = f"builtin:lut/llama-3-8b.eagle3__{H100}.csv"
-FUSED_LUT = f"builtin:lut/llama-3-8b+llama-3-8b.eagle3__{H100}.csv"
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
 ENGINES = ("cuda-graph", "vidur-vllm-v0")
-USERS = (1, 2, 4, 8, 16, 32, 64)
+HARDWARE = "h100-sxm5-80gb"
+TARGET = "llama-3-8b"
+HEAD = f"{TARGET}.eagle3"
+PROMPT_TOKENS = 512
+OUTPUT_TOKENS = 256
+WAVES = 4
+DEFAULT_FIGURE = ROOT / "docs" / "figures" / "speculation_speedup.png"
 
-SGLANG_TREE = {
+
+def lut(model: str) -> str:
+    """The shipped H100 LUT of ``model``."""
+    return f"builtin:lut/{model}__{HARDWARE}.csv"
+
+
+SGLANG_TREE: dict[str, Any] = {
     "depth": 5,
     "width": 4,
     "nodes": 8,
-    "drafter": {"lut": HEAD_LUT},
-    "verifier": {"lut": TARGET_LUT},
+    "drafter": {"lut": lut(HEAD)},
+    "verifier": {"lut": lut(TARGET)},
 }
 """SGLang's documented defaults: speculative_num_steps 5, speculative_eagle_topk 4,
 speculative_num_draft_tokens 8 (docs.sglang.io, "Speculative Decoding")."""
@@ -53,40 +76,64 @@ speculative_num_draft_tokens 8 (docs.sglang.io, "Speculative Decoding")."""
 
 @dataclass(frozen=True)
 class Drafter:
-    """One fused drafter: its label, acceptance curve, k and token tree (``None``: chain)."""
+    """One way of drafting: the fused model, its acceptance curve, k and token tree (``None``: chain)."""
 
     label: str
-    curve: str
+    fused_model: str
+    acceptance: str
     k: int
     tree: dict[str, Any] | None = None
 
 
 DRAFTERS = (
-    Drafter("EAGLE-3 chain k=7 (vLLM chain curve)", "eagle3_llama-3.1-8b_vllm-chain", 7),
-    Drafter("EAGLE-3 SGLang curve as a chain k=5", "eagle3_llama-3.1-8b", 5),
     Drafter(
-        "EAGLE-3 tree (depth 5, width 4, 8 nodes; SGLang defaults)",
+        "separate draft model (Llama-3.2-1B, k = 4)", f"{TARGET}+llama-3.2-1b", "sps_vicuna-7b", 4
+    ),
+    Drafter("EAGLE-3 chain (k = 7)", f"{TARGET}+{HEAD}", "eagle3_llama-3.1-8b_vllm-chain", 7),
+    Drafter(
+        "EAGLE-3 tree (depth 5, width 4, 8 nodes)",
+        f"{TARGET}+{HEAD}",
         "eagle3_llama-3.1-8b",
         5,
         SGLANG_TREE,
     ),
+    Drafter(
+        "EAGLE-3 tree curve run as a chain (k = 5)", f"{TARGET}+{HEAD}", "eagle3_llama-3.1-8b", 5
+    ),
 )
 
 
-def scenario(users: int, engine: str, drafter: Drafter | None) -> dict[str, Any]:
-    """The scenario document of one run (``drafter`` ``None``: plain decoding)."""
-    doc: dict[str, Any] = {
-        "scenario_id": "speedup",
+def scenario(batch: int, engine: str, drafter: Drafter | None) -> dict[str, Any]:
+    """The scenario document of one point (plain decoding when ``drafter`` is None)."""
+    speculation: dict[str, Any]
+    if drafter is None:
+        speculation = {
+            "mode": "none",
+            "verifier_models": [{"name": TARGET, "lut": lut(TARGET)}],
+        }
+    else:
+        speculation = {
+            "mode": "fused",
+            "k": drafter.k,
+            "fused_models": [{"name": drafter.fused_model, "lut": lut(drafter.fused_model)}],
+            "acceptance_models": [
+                {"name": "curve", "file": f"builtin:acceptance/{drafter.acceptance}.yaml"}
+            ],
+        }
+        if drafter.tree is not None:
+            speculation["tree"] = drafter.tree
+    return {
+        "scenario_id": "speculation_speedup",
         "seed": 1,
         "workload": {
             "source": "synthetic",
             "synthetic": {
-                "num_requests": 4 * users,
-                "prompt_tokens": {"dist": "fixed", "value": 512},
-                "output_tokens": {"dist": "fixed", "value": 256},
+                "num_requests": WAVES * batch,
+                "prompt_tokens": {"dist": "fixed", "value": PROMPT_TOKENS},
+                "output_tokens": {"dist": "fixed", "value": OUTPUT_TOKENS},
             },
-            "closed_loop": {"users": users, "think_time_s": 0},
-            "slo": {"ttft_ms": 10000, "tpot_ms": 1000},
+            "closed_loop": {"users": batch, "think_time_s": 0},
+            "slo": {"ttft_ms": 1000, "tpot_ms": 100},
         },
         "hardware_profiles": [
             {
@@ -97,65 +144,93 @@ def scenario(users: int, engine: str, drafter: Drafter | None) -> dict[str, Any]
                 "engine": engine,
             }
         ],
+        "speculation": speculation,
         "scheduler": {
-            "prefill": {"batching": {"max_batch": users, "max_tokens": 512 * users}},
-            "verify": {"batching": {"max_batch": users}},
+            "prefill": {"batching": {"max_batch": batch, "max_tokens": batch * PROMPT_TOKENS}},
+            "verify": {"batching": {"max_batch": batch}},
         },
     }
-    if drafter is None:
-        doc["speculation"] = {
-            "mode": "none",
-            "verifier_models": [{"name": "llama-3-8b", "lut": TARGET_LUT}],
-        }
-        return doc
-    doc["speculation"] = {
-        "mode": "fused",
-        "k": drafter.k,
-        "fused_models": [
-            {
-                "name": "eagle3",
-                "model": "llama-3-8b+llama-3-8b.eagle3",
-                "lut": FUSED_LUT,
-                "acceptance": "curve",
-            }
-        ],
-        "acceptance_models": [
-            {"name": "curve", "file": f"builtin:acceptance/{drafter.curve}.yaml"}
-        ],
-    }
-    if drafter.tree is not None:
-        doc["speculation"]["tree"] = drafter.tree
-    return doc
 
 
-def mean_tpot_ms(doc: dict[str, Any], folder: Path) -> float:
-    """Mean TPOT of one run."""
+def throughput(document: dict[str, Any], folder: Path) -> float:
+    """Output tokens per second of one run."""
     path = folder / "scenario.yaml"
-    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    summary = json.loads(json.dumps(run(load_scenario(path)).summary))
-    return float(summary["latency_ms"]["tpot"]["mean"])
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    summary = run(load_scenario(path)).summary
+    return float(summary["throughput"]["output_tokens_per_s"])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, nargs="+", default=list(USERS))
-    args = parser.parse_args()
+def speedups() -> dict[tuple[str, str], list[float]]:
+    """Speed-up over plain decoding per (engine, drafter label), one value per batch size."""
+    out: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for engine in ENGINES:
-            print(f"engine {engine}: speed-up over plain decoding (mean TPOT ratio)")
-            print("| drafter | " + " | ".join(f"B={b}" for b in args.users) + " |")
-            print("| --- |" + " --- |" * len(args.users))
-            plain = [mean_tpot_ms(scenario(b, engine, None), folder) for b in args.users]
-            print("| plain decoding TPOT (ms) | " + " | ".join(f"{t:.2f}" for t in plain) + " |")
+            plain = [throughput(scenario(b, engine, None), folder) for b in BATCHES]
             for drafter in DRAFTERS:
-                cells = [
-                    plain[i] / mean_tpot_ms(scenario(b, engine, drafter), folder)
-                    for i, b in enumerate(args.users)
-                ]
-                print(f"| {drafter.label} | " + " | ".join(f"{c:.2f}x" for c in cells) + " |")
-            print()
+                fused = [throughput(scenario(b, engine, drafter), folder) for b in BATCHES]
+                out[(engine, drafter.label)] = [f / p for f, p in zip(fused, plain, strict=True)]
+    return out
+
+
+def table(results: dict[tuple[str, str], list[float]]) -> str:
+    """The results as a Markdown table."""
+    lines = [
+        "| engine profile | drafter | " + " | ".join(f"B = {b}" for b in BATCHES) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in BATCHES) + " |",
+    ]
+    for (engine, label), values in results.items():
+        cells = " | ".join(f"{v:.2f}" for v in values)
+        lines.append(f"| `{engine}` | {label} | {cells} |")
+    return "\n".join(lines)
+
+
+def figure(results: dict[tuple[str, str], list[float]], path: Path) -> None:
+    """Speed-up against batch size, one line per engine profile and drafter."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10.5, 4.8))
+    styles = {"cuda-graph": "-", "vidur-vllm-v0": "--"}
+    markers = ["o", "s", "^", "D"]  # one per drafter
+    for (engine, label), values in results.items():
+        index = [d.label for d in DRAFTERS].index(label)
+        ax.plot(
+            BATCHES,
+            values,
+            linestyle=styles[engine],
+            marker=markers[index],
+            color=f"C{index}",
+            label=f"{label}, {engine}",
+        )
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(BATCHES, [str(b) for b in BATCHES])
+    ax.set_xlabel("concurrent sequences (closed-loop users)")
+    ax.set_ylabel("speed-up over plain decoding")
+    ax.set_title("Llama-3-8B on one H100: simulated speed-up of fused speculation")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150, metadata={"Software": None})
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the points, print the table and write the figure."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-o", type=Path, default=DEFAULT_FIGURE, help="figure file (PNG)")
+    parser.add_argument("--table", action="store_true", help="print the table as Markdown only")
+    args = parser.parse_args(argv)
+    results = speedups()
+    print(table(results))
+    if not args.table:
+        figure(results, args.o)
+        print(f"wrote {args.o}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
