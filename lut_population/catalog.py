@@ -450,8 +450,9 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         f"Generator version {GENERATOR_VERSION}, build date {BUILD_DATE}. "
         "How every number is made: `lut_population/PLAN.md`.",
         "",
-        "All files: dtype fp16, pipeline_parallel 1, megabytes are MiB, energy in mJ is busy "
-        "energy only (idle power is not in the data). Rows whose peak memory exceeds the "
+        "All files: dtype fp16, pipeline_parallel 1, megabytes are MiB, latency is GPU time and "
+        "energy in mJ the GPU's energy over it (host time and idle power are the simulator's: "
+        "engine and device profiles). Rows whose peak memory exceeds the "
         "replica's memory are kept (the grid must stay rectangular) and say so in `notes`. "
         "Linear interpolation between neighbouring grid points is within 2 % of the composed "
         "latency and energy. Fused files (`<target>+<draft>`) run the draft on one GPU of the "
