@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from lut_population.catalog import render_catalog
 from lut_population.head_spot_checks import (
     HEAD_MEDIAN_TOLERANCE,
     HEAD_POINT_TOLERANCE,
+    HeadSummary,
     head_points,
     head_summaries,
     head_table,
@@ -225,34 +227,37 @@ def is_measured_file(name: str) -> bool:
     return name.startswith(f"{MICROBENCH_DIR}/")
 
 
-def check_heads(lut_dir: Path) -> CheckResult:
-    """Draft-head rows and composition against the H100 head measurements."""
-    points = head_points(lut_dir)
-    summaries = head_summaries(points)
+def _measured_check(
+    title: str, points: Sized, summaries: Sequence[HeadSummary], table: list[str]
+) -> CheckResult:
+    """A check of LUT rows against measured points: one line per summary, then the table."""
     lines = [
         f"{'ok' if s.ok else 'FAIL'}: {s.name}: median {s.median:.3f}, worst {s.worst:.3f} "
         f"over {len(s.ratios)} points (tolerance: median {HEAD_MEDIAN_TOLERANCE:.0%}, "
         f"each point {HEAD_POINT_TOLERANCE:.0%})"
         for s in summaries
     ]
-    lines += head_table(points)
-    ok = bool(points) and all(s.ok for s in summaries)
-    return CheckResult("draft heads against H100 measurements", ok, tuple(lines))
+    ok = len(points) > 0 and all(s.ok for s in summaries)
+    return CheckResult(title, ok, (*lines, *table))
+
+
+def check_heads(lut_dir: Path) -> CheckResult:
+    """Draft-head rows and composition against the H100 head measurements."""
+    points = head_points(lut_dir)
+    return _measured_check(
+        "draft heads against H100 measurements", points, head_summaries(points), head_table(points)
+    )
 
 
 def check_trees(lut_dir: Path) -> CheckResult:
     """Target verify rows at fanout_k = T - 1 against the H100 tree-mask measurements."""
     points = tree_points(lut_dir)
-    summaries = tree_summaries(points)
-    lines = [
-        f"{'ok' if s.ok else 'FAIL'}: {s.name}: median {s.median:.3f}, worst {s.worst:.3f} "
-        f"over {len(s.ratios)} points (tolerance: median {HEAD_MEDIAN_TOLERANCE:.0%}, "
-        f"each point {HEAD_POINT_TOLERANCE:.0%})"
-        for s in summaries
-    ]
-    lines += tree_table(points)
-    ok = bool(points) and all(s.ok for s in summaries)
-    return CheckResult("token-tree verifies against H100 tree-mask measurements", ok, tuple(lines))
+    return _measured_check(
+        "token-tree verifies against H100 tree-mask measurements",
+        points,
+        tree_summaries(points),
+        tree_table(points),
+    )
 
 
 def run_checks(lut_dir: Path) -> list[CheckResult]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -156,32 +156,61 @@ _MODEL_INT_FIELDS = (
 )
 
 
+def _ints(
+    raw: dict[str, Any],
+    where: str,
+    fields: Sequence[tuple[str, int]],
+    file: Path,
+    issues: list[Issue],
+) -> dict[str, int]:
+    """The whole-number fields of an entry (each at least its minimum); problems go to ``issues``."""
+    out: dict[str, int] = {}
+    for name, least in fields:
+        value = raw.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            allowed = "a positive integer" if least == 1 else f"an integer >= {least}"
+            issues.append(make_issue(file, f"{where}.{name}", value, allowed))
+        else:
+            out[name] = value
+    return out
+
+
+def _flags(
+    raw: dict[str, Any], where: str, fields: Sequence[str], file: Path, issues: list[Issue]
+) -> dict[str, bool]:
+    """The true/false fields of an entry; problems go to ``issues``."""
+    out: dict[str, bool] = {}
+    for name in fields:
+        value = raw.get(name)
+        if not isinstance(value, bool):
+            issues.append(make_issue(file, f"{where}.{name}", value, "true or false"))
+        else:
+            out[name] = value
+    return out
+
+
+def _texts(
+    raw: dict[str, Any], where: str, fields: Sequence[str], file: Path, issues: list[Issue]
+) -> dict[str, str]:
+    """The non-empty text fields of an entry (stripped); problems go to ``issues``."""
+    out: dict[str, str] = {}
+    for name in fields:
+        value = raw.get(name)
+        if not isinstance(value, str) or not value.strip():
+            issues.append(make_issue(file, f"{where}.{name}", value, "a non-empty string"))
+        else:
+            out[name] = value.strip()
+    return out
+
+
 def _model_from(model_id: str, raw: Any, file: Path, issues: list[Issue]) -> ModelShape | None:
     where = f"models.{model_id}"
     if not isinstance(raw, dict):
         issues.append(make_issue(file, where, raw, "a mapping of shape fields", "not a mapping"))
         return None
-    ints: dict[str, int] = {}
-    for name in _MODEL_INT_FIELDS:
-        value = raw.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            issues.append(make_issue(file, f"{where}.{name}", value, "a positive integer"))
-        else:
-            ints[name] = value
-    flags: dict[str, bool] = {}
-    for name in ("gated_mlp", "tied_embeddings"):
-        value = raw.get(name)
-        if not isinstance(value, bool):
-            issues.append(make_issue(file, f"{where}.{name}", value, "true or false"))
-        else:
-            flags[name] = value
-    texts: dict[str, str] = {}
-    for name in ("name", "source"):
-        value = raw.get(name)
-        if not isinstance(value, str) or not value.strip():
-            issues.append(make_issue(file, f"{where}.{name}", value, "a non-empty string"))
-        else:
-            texts[name] = value.strip()
+    ints = _ints(raw, where, [(name, 1) for name in _MODEL_INT_FIELDS], file, issues)
+    flags = _flags(raw, where, ("gated_mlp", "tied_embeddings"), file, issues)
+    texts = _texts(raw, where, ("name", "source"), file, issues)
     if len(ints) != len(_MODEL_INT_FIELDS) or len(flags) != 2 or len(texts) != 2:
         return None
     return ModelShape(
@@ -460,33 +489,15 @@ def _head_from(head_id: str, raw: Any, file: Path, issues: list[Issue]) -> HeadS
         issues.append(make_issue(file, where, raw, "a mapping of head fields", "not a mapping"))
         return None
     before = len(issues)
-    ints: dict[str, int] = {}
-    for name, least in _HEAD_INT_FIELDS:
-        value = raw.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            issues.append(make_issue(file, f"{where}.{name}", value, f"an integer >= {least}"))
-        else:
-            ints[name] = value
+    ints = _ints(raw, where, _HEAD_INT_FIELDS, file, issues)
     kind = raw.get("kind")
     if kind not in HEAD_KINDS:
         issues.append(make_issue(file, f"{where}.kind", kind, " | ".join(HEAD_KINDS)))
     target = raw.get("target")
     if target not in load_models(file.parent):
         issues.append(make_issue(file, f"{where}.target", target, "a model id of models.yaml"))
-    flags: dict[str, bool] = {}
-    for name in ("fc_each_step", "own_lm_head"):
-        value = raw.get(name)
-        if not isinstance(value, bool):
-            issues.append(make_issue(file, f"{where}.{name}", value, "true or false"))
-        else:
-            flags[name] = value
-    texts: dict[str, str] = {}
-    for name in ("name", "source"):
-        value = raw.get(name)
-        if not isinstance(value, str) or not value.strip():
-            issues.append(make_issue(file, f"{where}.{name}", value, "a non-empty string"))
-        else:
-            texts[name] = value.strip()
+    flags = _flags(raw, where, ("fc_each_step", "own_lm_head"), file, issues)
+    texts = _texts(raw, where, ("name", "source"), file, issues)
     if len(issues) > before:
         return None
     return HeadSpec(

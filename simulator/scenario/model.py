@@ -241,14 +241,7 @@ def tree_lut_key(model: LaneModel, device: DeviceClass, phase: str) -> LutKey:
     Both the head and the target run on the whole replica (a head file is
     built at the target's tensor-parallel degree, ``lut/README.md``).
     """
-    return LutKey(
-        phase=phase,
-        model=model.model_id,
-        hardware=device.hardware,
-        tensor_parallel=device.tensor_parallel,
-        pipeline_parallel=device.pipeline_parallel,
-        dtype=model.dtype,
-    )
+    return replica_lut_key(model.model_id, model.dtype, device, phase)
 
 
 @dataclass(frozen=True)
@@ -301,6 +294,24 @@ class LaneModel:
     dtype: str
 
 
+def replica_lut_key(
+    model_id: str, dtype: str, device: DeviceClass, phase: str, whole_replica: bool = True
+) -> LutKey:
+    """The LUT key of ``phase`` of a model on ``device``.
+
+    ``whole_replica``: the model runs on all the replica's GPUs (its tensor and
+    pipeline degrees); otherwise on one GPU of it (degrees 1).
+    """
+    return LutKey(
+        phase=phase,
+        model=model_id,
+        hardware=device.hardware,
+        tensor_parallel=device.tensor_parallel if whole_replica else 1,
+        pipeline_parallel=device.pipeline_parallel if whole_replica else 1,
+        dtype=dtype,
+    )
+
+
 def lane_lut_key(model: LaneModel, device: DeviceClass, phase: str) -> LutKey:
     """The LUT key a lane rule prices ``phase`` of ``model`` with on ``device``.
 
@@ -308,14 +319,8 @@ def lane_lut_key(model: LaneModel, device: DeviceClass, phase: str) -> LutKey:
     and pipeline parallel 1, as the fused LUTs compose it); the target's
     ``verify`` runs on the whole replica.
     """
-    whole = phase != "draft_decode"
-    return LutKey(
-        phase=phase,
-        model=model.model_id,
-        hardware=device.hardware,
-        tensor_parallel=device.tensor_parallel if whole else 1,
-        pipeline_parallel=device.pipeline_parallel if whole else 1,
-        dtype=model.dtype,
+    return replica_lut_key(
+        model.model_id, model.dtype, device, phase, whole_replica=phase != "draft_decode"
     )
 
 
@@ -503,11 +508,4 @@ class Scenario:
 
     def lut_key(self, model: ModelSpec, device: DeviceClass, phase: str) -> LutKey:
         """Return the LUT key of ``model`` running ``phase`` on ``device``."""
-        return LutKey(
-            phase=phase,
-            model=model.model_id,
-            hardware=device.hardware,
-            tensor_parallel=device.tensor_parallel,
-            pipeline_parallel=device.pipeline_parallel,
-            dtype=model.dtype,
-        )
+        return replica_lut_key(model.model_id, model.dtype, device, phase)
