@@ -7,20 +7,26 @@ weights (see :mod:`simulator.acceptance.grid`), so every ``P(A >= i)`` and
 ``E[A] = sum_i S_i`` is interpolated linearly. Sampling draws one uniform
 ``u`` and returns the number of ``S_i`` greater than ``u``, found by bisection
 on a cached, precomputed curve.
+
+A curve may also hold bins per task category (a model per category, built
+by the loader) and answers one request through :meth:`BinnedModel.for_request`:
+the request's category's model, at the request's spread level when a spread
+is set (:class:`SpreadView`, see :mod:`simulator.acceptance.spread`).
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
-from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
 from simulator.acceptance.grid import BinGrid
 from simulator.acceptance.info import CurveInfo
-from simulator.acceptance.protocol import UniformSource
+from simulator.acceptance.protocol import AcceptanceModel, RequestTraits, UniformSource
+from simulator.acceptance.spread import level_of, spread_survival
 
 
 class _Keyed(Protocol):
@@ -69,6 +75,61 @@ class BinnedModel(Generic[BinT]):
         self._grid = BinGrid.from_keys([(b.temperature, b.context_len) for b in self.bins])
         self._bin_curves: dict[tuple[int, int], tuple[float, ...]] = {}
         self._prepared: dict[tuple[int, float, float], _Prepared] = {}
+        self._by_category: dict[str, BinnedModel[Any]] = {}
+        self._views: dict[tuple[str, int, float], SpreadView] = {}
+
+    def set_categories(self, models: Mapping[str, BinnedModel[Any]]) -> None:
+        """Attach the per-category models (the loader does this once, right after building)."""
+        self._by_category = dict(models)
+        self._views.clear()
+
+    @property
+    def temperatures(self) -> tuple[float, ...]:
+        """The distinct bin temperatures of the curve and its categories, ascending."""
+        found = set(self._grid.temperatures)
+        for model in self._by_category.values():
+            found.update(model.temperatures)
+        return tuple(sorted(found))
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The task categories with their own bins, sorted."""
+        return tuple(sorted(self._by_category))
+
+    @property
+    def max_k(self) -> int | None:
+        """Binned curves answer for any draft length."""
+        return None
+
+    def for_request(
+        self, traits: RequestTraits, concentration: float | None = None
+    ) -> AcceptanceModel:
+        """Return the request's category's model, at its spread level when a spread is set.
+
+        A curve without categories serves every request's category; a request
+        without a category uses the curve's own bins.
+
+        Raises:
+            ValueError: The curve has categories but not the request's.
+        """
+        category = traits.category if self._by_category else ""
+        base: BinnedModel[Any] = self
+        if category:
+            found = self._by_category.get(category)
+            if found is None:
+                raise ValueError(
+                    f"acceptance curve {self.name!r} has no bins for category {category!r}; "
+                    f"it has {', '.join(self.categories)}"
+                )
+            base = found
+        if concentration is None:
+            return base
+        level = level_of(traits.quantile)
+        key = (category, level, concentration)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = SpreadView(base, concentration, level)
+        return view
 
     @property
     def name(self) -> str:
@@ -162,3 +223,31 @@ class BinnedModel(Generic[BinT]):
             f"{type(self).__name__}(name={self.name!r}, method={self.method!r}, "
             f"bins={len(self.bins)})"
         )
+
+
+class SpreadView(BinnedModel[Any]):
+    """A curve seen by the requests of one spread level (see :mod:`simulator.acceptance.spread`).
+
+    Args:
+        base: The curve (or one category's curve).
+        concentration: The spread's Beta concentration.
+        level: The level's stratum.
+    """
+
+    def __init__(self, base: BinnedModel[Any], concentration: float, level: int) -> None:
+        super().__init__(base.info, base.bins)
+        self._base = base
+        self.concentration = concentration
+        self.level = level
+
+    def bin_survival(self, index: int, k: int) -> tuple[float, ...]:
+        """Return the base curve's bin survival moved to this level."""
+        return spread_survival(
+            self._base._cached_bin_survival(index, k), self.concentration, self.level
+        )
+
+    def for_request(
+        self, traits: RequestTraits, concentration: float | None = None
+    ) -> AcceptanceModel:
+        """A level's view is already one request's curve; it answers for itself."""
+        return self

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
+
+from simulator.acceptance.info import CurveInfo
 
 
 class UniformSource(Protocol):
@@ -13,6 +15,21 @@ class UniformSource(Protocol):
     def random(self) -> float:
         """Return one uniform draw in [0, 1)."""
         ...
+
+
+class RequestTraits(NamedTuple):
+    """What a curve may specialise on for one request (see :meth:`AcceptanceModel.for_request`).
+
+    Attributes:
+        request_id: The request's id.
+        category: Its task category ("" for none).
+        quantile: Its acceptance level, a uniform draw in [0, 1) of the
+            ``acceptance_levels`` stream made for this request id alone.
+    """
+
+    request_id: int
+    category: str
+    quantile: float
 
 
 @runtime_checkable
@@ -32,6 +49,42 @@ class AcceptanceModel(Protocol):
     @property
     def method(self) -> str:
         """The speculation method the curve describes (e.g. ``eagle3``)."""
+        ...
+
+    @property
+    def info(self) -> CurveInfo:
+        """What the curve was measured on: topology, target, drafter, dataset, engine, source."""
+        ...
+
+    @property
+    def temperatures(self) -> tuple[float, ...]:
+        """The distinct sampling temperatures the curve holds data for, ascending."""
+        ...
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The task categories with their own data, sorted (empty: one curve for all tasks)."""
+        ...
+
+    @property
+    def max_k(self) -> int | None:
+        """The largest draft length the curve can answer for (None: any)."""
+        ...
+
+    def for_request(
+        self, traits: RequestTraits, concentration: float | None = None
+    ) -> AcceptanceModel:
+        """Return the model one request's rounds draw from.
+
+        Args:
+            traits: The request's id, category and acceptance level.
+            concentration: Beta concentration of the spread between requests
+                (None: every request of a category draws from the same curve).
+
+        Raises:
+            ValueError: The category has no data in this curve, or the curve
+                cannot spread (a replayed one).
+        """
         ...
 
     def expected_accepted(self, k: int, context_len: int, temperature: float = 0.0) -> float:
