@@ -122,8 +122,9 @@ def validate_file(path: Path, kind: FileKind | None = None) -> Verdict:
             summary = f"device profile {profile.id} ({profile.role}, {profile.hardware})"
         else:
             model = load_acceptance_model(path)
-            summary = f"acceptance model {model.method}: E[tokens/verify] at k=4 is " + format(
-                model.expected_tokens_per_verify(4, 512), ".3f"
+            k = 4 if model.max_k is None else min(4, model.max_k)
+            summary = f"acceptance model {model.method}: E[tokens/verify] at k={k} is " + format(
+                model.expected_tokens_per_verify(k, 512), ".3f"
             )
     except InputError as exc:
         return Verdict(path, kind, "", exc)

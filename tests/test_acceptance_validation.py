@@ -102,9 +102,9 @@ def test_unknown_kind_lists_valid_kinds(tmp_path: Path) -> None:
     issues = issues_of(tmp_path, HEAD + "kind: per-k\nbins:\n  - {alpha: 0.5}\n")
     issue = by_path(issues)["kind"]
     assert issue.problem == "unknown kind; did you mean 'per_k'?"
-    assert issue.allowed == "one of 'iid', 'per_k', 'positional'"
+    assert issue.allowed == "one of 'iid', 'per_k', 'positional', 'replay'"
     assert issue.value == "'per-k'"
-    with pytest.raises(InputError, match="one of 'iid', 'per_k', 'positional'"):
+    with pytest.raises(InputError, match="one of 'iid', 'per_k', 'positional', 'replay'"):
         builder_for("geometric", Path("x.yaml"))
 
 
@@ -184,13 +184,24 @@ def test_positional_rates_need_not_be_monotone(tmp_path: Path) -> None:
 
 def test_schema_covers_every_builtin_kind() -> None:
     schema = load_packaged_schema("acceptance.schema.json")
-    assert {name.removesuffix("_bin") for name in schema["$defs"]} == set(kinds())
+    binned = set(kinds()) - {"replay"}  # a replayed curve has no bins: its data is its CSV
+    assert "replay" in kinds()
+    assert {name.removesuffix("_bin") for name in schema["$defs"]} == binned
     branches = {
         branch["if"]["properties"]["kind"]["const"]
         for branch in schema["allOf"]
         if "else" not in branch  # the replay-or-bins branch
     }
-    assert branches == set(kinds())
+    assert branches == binned
+    (replay_branch,) = (branch for branch in schema["allOf"] if "else" in branch)
+    assert replay_branch["if"]["properties"]["kind"]["const"] == "replay"
+    assert replay_branch["then"]["required"] == ["replay"]
+    assert set(schema["properties"]["replay"]["properties"]) == {
+        "file",
+        "draft_length",
+        "assign",
+        "temperature",
+    }
 
 
 def test_register_kind_rejects_duplicates_and_adds_kind() -> None:

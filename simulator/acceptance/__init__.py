@@ -1,10 +1,11 @@
 """Acceptance models: how many drafted tokens the target accepts per verify round.
 
 Curves live in ``acceptance/*.yaml`` and are loaded with
-:func:`load_acceptance_model`. Three kinds are built in: ``iid`` (one
+:func:`load_acceptance_model`. Four kinds are built in: ``iid`` (one
 per-token probability, Leviathan et al.), ``per_k`` (accepted fraction
-tabulated by draft length) and ``positional`` (conditional rate per draft
-position). All of them implement :class:`AcceptanceModel`.
+tabulated by draft length), ``positional`` (conditional rate per draft
+position) and ``replay`` (accepted lengths replayed from a measured per-step
+log). All of them implement :class:`AcceptanceModel`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from simulator.acceptance.positional import (
 )
 from simulator.acceptance.protocol import AcceptanceModel
 from simulator.acceptance.registry import builder_for, kinds, register_kind
+from simulator.acceptance.replay import ReplayModel, ReplaySession
+from simulator.acceptance.replay_log import ReplayLog, read_replay_log
 
 __all__ = [
     "AcceptanceModel",
@@ -37,12 +40,16 @@ __all__ = [
     "PerKModel",
     "PositionalBin",
     "PositionalModel",
+    "ReplayLog",
+    "ReplayModel",
+    "ReplaySession",
     "build_acceptance_model",
     "builder_for",
     "iid_expected_accepted",
     "iid_expected_tokens",
     "kinds",
     "load_acceptance_model",
+    "read_replay_log",
     "register_kind",
     "solve_alpha",
     "unconditional_to_conditional",

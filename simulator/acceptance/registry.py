@@ -10,6 +10,7 @@ from simulator.acceptance.iid import build_iid, check_iid
 from simulator.acceptance.per_k import build_per_k, check_per_k
 from simulator.acceptance.positional import build_positional, check_positional
 from simulator.acceptance.protocol import AcceptanceModel
+from simulator.acceptance.replay import build_replay, check_replay
 from simulator.errors import InputError, Issue, make_issue
 from simulator.suggest import did_you_mean
 
@@ -23,11 +24,13 @@ _BUILDERS: dict[str, Builder] = {
     "iid": build_iid,
     "per_k": build_per_k,
     "positional": build_positional,
+    "replay": build_replay,
 }
 _CHECKERS: dict[str, Checker] = {
     "iid": check_iid,
     "per_k": check_per_k,
     "positional": check_positional,
+    "replay": check_replay,
 }
 
 
