@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -285,3 +288,195 @@ def test_non_utf8_and_oversized_logs_are_refused(
     monkeypatch.setattr("simulator.acceptance.replay_log.MAX_DOCUMENT_BYTES", 16)
     with pytest.raises(InputError, match="file too large"):
         load_acceptance_model(curve)
+
+
+# --- the converter from Spec-Bench model-answer files -------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+_SPEC = importlib.util.spec_from_file_location(
+    "convert_acceptance_log", ROOT / "scripts" / "convert_acceptance_log.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+convert = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = convert  # dataclasses look their module up
+_SPEC.loader.exec_module(convert)
+
+
+def answer(qid: object, category: str | None, lengths: list[object]) -> str:
+    """One line of a Spec-Bench answer file, as its evaluation/eval.py writes it."""
+    obj: dict[str, object] = {
+        "question_id": qid,
+        "answer_id": f"a{qid}",
+        "model_id": "vicuna-7b-v1.3-eagle-float16-temperature-0.0",
+        "choices": [
+            {
+                "index": 0,
+                "turns": ["first", "second"],
+                "decoding_steps": [2, len(lengths) - 2],
+                "new_tokens": [sum(v for v in lengths if isinstance(v, int))],
+                "wall_time": [0.1, 0.1],
+                "accept_lengths": lengths,
+            }
+        ],
+        "tstamp": 0.0,
+    }
+    if category is not None:
+        obj["category"] = category
+    return json.dumps(obj) + "\n"
+
+
+def run_converter(folder: Path, text: str, *extra: str) -> tuple[int, Path, Path]:
+    answers = folder / "answers.jsonl"
+    answers.write_text(text, encoding="utf-8")
+    out = folder / "out"
+    out.mkdir(exist_ok=True)
+    csv_path, curve = out / "steps.csv", out / "curve.yaml"
+    argv = [
+        str(answers),
+        "--csv",
+        str(csv_path),
+        "--curve",
+        str(curve),
+        "--method",
+        "eagle",
+        "--draft-length",
+        "5",
+        "--source",
+        "a test answer file",
+        "--target-model",
+        "Vicuna-7B-v1.3",
+        "--topology",
+        "tree",
+        "--tree-nodes",
+        "26",
+        "--temperature",
+        "0",
+        "--dataset",
+        "Spec-Bench",
+        "--engine",
+        "Spec-Bench",
+        *extra,
+    ]
+    return convert.main(argv), csv_path, curve
+
+
+def test_converter_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (
+        answer(81, "writing", [4, 1, 6, 2])
+        + "\n"
+        + answer(7, "math_reasoning", [1, 1, 3])
+        + answer("q-3", "writing", [2, 2])
+    )
+    code, csv_path, curve = run_converter(tmp_path, text, "--assign", "in_order")
+    assert code == 0, capsys.readouterr().err
+    assert csv_path.read_text(encoding="utf-8").splitlines()[:3] == [
+        "sequence,accepted,category",
+        "81,3,writing",
+        "81,0,writing",
+    ]
+    model = load_acceptance_model(curve)
+    assert isinstance(model, ReplayModel)
+    assert model.log.sequence_ids == ("81", "7", "q-3")
+    assert model.log.steps == ((3, 0, 5, 1), (0, 0, 2), (1, 1))
+    assert model.categories == ("math_reasoning", "writing")
+    assert model.max_k == 5 and model.assign == "in_order" and model.temperatures == (0.0,)
+    assert model.info.topology.kind == "tree" and model.info.topology.nodes == 26
+    assert model.info.target_model == "Vicuna-7B-v1.3" and model.info.dataset == "Spec-Bench"
+    assert "accept_lengths[i] - 1" in model.info.derivation and "9 steps" in model.info.derivation
+    assert model.expected_tokens_per_verify(5, 0) == pytest.approx(
+        (4 + 1 + 6 + 2 + 1 + 1 + 3 + 2 + 2) / 9
+    )
+    assert [session(model, 1, "").sample_accepted(5, 0, Counting()) for _ in range(1)] == [0]
+
+
+def test_converter_without_categories_writes_two_columns(tmp_path: Path) -> None:
+    code, csv_path, curve = run_converter(tmp_path, answer(1, None, [1, 2]) + answer(2, None, [3]))
+    assert code == 0
+    assert csv_path.read_text(encoding="utf-8") == "sequence,accepted\n1,0\n1,1\n2,2\n"
+    assert load_acceptance_model(curve).categories == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ("", "", "empty answer file"),
+        ("{not json\n", "line 1", "not valid JSON"),
+        ("[1, 2]\n", "line 1", "not a JSON object"),
+        (answer(True, "qa", [1]), "line 1, key question_id", "not a question id"),
+        (
+            answer(1, "qa", [1]).replace('"question_id": 1, ', ""),
+            "line 1, key question_id",
+            "missing key",
+        ),
+        (answer(1, "Q A", [1]), "line 1, key category", "not a category name"),
+        (
+            answer(1, "qa", [1]).replace('"choices"', '"options"'),
+            "line 1, key choices",
+            "missing key",
+        ),
+        (answer(1, "qa", []), "line 1, key choices[0].accept_lengths", "not a non-empty list"),
+        (answer(1, "qa", [1, 2.5]), "line 1, key choices[0].accept_lengths", "not a whole number"),
+        (answer(1, "qa", [0]), "line 1, key choices[0].accept_lengths", "too small"),
+        (
+            answer(1, "qa", [7]),
+            "line 1, key choices[0].accept_lengths",
+            "more tokens than --draft-length allows",
+        ),
+        (
+            answer(1, "qa", [1]) + answer(1, "qa", [2]),
+            "line 2, key question_id",
+            "repeated question",
+        ),
+        (answer(1, "qa", [1]) + answer(2, None, [2]), "line 2, key category", "missing key"),
+    ],
+)
+def test_converter_bad_input_exits_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, where: str, problem: str
+) -> None:
+    code, csv_path, _ = run_converter(tmp_path, text)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (message,) = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert f"answers.jsonl: {where}" in message if where else "answers.jsonl: " in message
+    assert problem in message and "allowed:" in message
+    assert sorted(p.name for p in csv_path.parent.iterdir()) == []
+
+
+def test_converter_lists_a_repeated_problem_once_per_kind_then_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = run_converter(tmp_path, answer(1, "qa", [9] * (ISSUES_PER_KIND + 4)))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("more tokens than --draft-length allows") == ISSUES_PER_KIND + 1
+    assert "14 times in all" in err
+
+
+def test_converter_refuses_bad_options_and_missing_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run_converter(tmp_path, answer(1, "qa", [1]), "--draft-length", "0")
+    assert exited.value.code == 2
+    with pytest.raises(SystemExit):
+        run_converter(tmp_path, answer(1, "qa", [1]), "--topology", "chain")  # with --tree-nodes
+    answers = tmp_path / "answers.jsonl"
+    code = convert.main(
+        [
+            str(answers),
+            "--csv",
+            str(tmp_path / "nowhere" / "a.csv"),
+            "--curve",
+            str(tmp_path / "a.yaml"),
+            "--method",
+            "m",
+            "--draft-length",
+            "3",
+            "--source",
+            "s",
+        ]
+    )
+    assert code == 2
+    assert "output folder not found" in capsys.readouterr().err
+    assert not (tmp_path / "a.yaml").exists()
