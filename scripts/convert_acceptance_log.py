@@ -342,12 +342,15 @@ def _check_outputs(args: argparse.Namespace, document: dict[str, Any], table: st
 def _write_all(contents: dict[Path, str]) -> None:
     """Write every file to a temporary file beside it, then rename them all into place."""
     staged: list[tuple[Path, Path]] = []
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         for target, text in contents.items():
             handle, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
             staged.append((Path(name), target))
             with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
                 stream.write(text)
+            Path(name).chmod(0o666 & ~umask)  # as a plain open() would create it
         for temporary, target in staged:
             temporary.replace(target)
     finally:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -369,6 +371,9 @@ def test_converter_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     )
     code, csv_path, curve = run_converter(tmp_path, text, "--assign", "in_order")
     assert code == 0, capsys.readouterr().err
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {p.stat().st_mode & 0o777 for p in (csv_path, curve)} == {0o666 & ~umask}
     assert csv_path.read_text(encoding="utf-8").splitlines()[:3] == [
         "sequence,accepted,category",
         "81,3,writing",
@@ -480,3 +485,34 @@ def test_converter_refuses_bad_options_and_missing_folders(
     assert code == 2
     assert "output folder not found" in capsys.readouterr().err
     assert not (tmp_path / "a.yaml").exists()
+
+
+# --- the shipped replay log ---------------------------------------------------------------------
+
+SHIPPED = ROOT / "acceptance" / "replay" / "eagle_vicuna-7b_specbench.yaml"
+
+
+def test_shipped_log_loads_and_matches_the_spec_bench_leaderboard() -> None:
+    model = load_acceptance_model(SHIPPED)
+    assert isinstance(model, ReplayModel)
+    assert (len(model.log.steps), model.step_count, model.max_k) == (480, 25_525, 5)
+    assert len(model.categories) == 13 and "math_reasoning" in model.categories
+    assert model.info.topology.kind == "tree" and model.info.topology.nodes == 26
+    leaderboard = ROOT / "acceptance" / "inputs" / "specbench_leaderboard.csv"
+    with leaderboard.open(encoding="utf-8") as handle:
+        rows = [
+            float(row["mean_accepted_tokens"])
+            for row in csv.DictReader(handle)
+            if row["target_model"] == "Vicuna-7B-v1.3" and row["method"] == "EAGLE"
+        ]
+    assert rows  # one row per device
+    for tokens_per_step in rows:
+        assert model.expected_tokens_per_verify(5, 0) == pytest.approx(tokens_per_step, abs=0.02)
+
+
+def test_shipped_log_is_documented() -> None:
+    sources = (ROOT / "acceptance" / "inputs" / "SOURCES.md").read_text(encoding="utf-8")
+    readme = (ROOT / "acceptance" / "README.md").read_text(encoding="utf-8")
+    for path in (ROOT / "acceptance" / "replay").iterdir():
+        assert f"`replay/{path.name}`" in sources, path.name
+    assert "replay/eagle_vicuna-7b_specbench.yaml" in readme
