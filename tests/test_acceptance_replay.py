@@ -140,6 +140,7 @@ def test_session_replays_its_sequence_in_order_truncated_and_starting_over(
 ) -> None:
     model = load(tmp_path, assign="in_order")
     replay = session(model, 2)  # in_order: request 2 of 3 sequences -> q3
+    assert isinstance(replay, AcceptanceModel)
     assert replay.sequence_id == "q3" and replay.category == "math"
     source = Counting()
     assert [replay.sample_accepted(5, 0, source) for _ in range(9)] == [4, 4, 0, 2, 4, 4, 0, 2, 4]
@@ -516,3 +517,15 @@ def test_shipped_log_is_documented() -> None:
     for path in (ROOT / "acceptance" / "replay").iterdir():
         assert f"`replay/{path.name}`" in sources, path.name
     assert "replay/eagle_vicuna-7b_specbench.yaml" in readme
+
+
+def test_a_curve_may_name_a_shipped_log_by_builtin_reference(tmp_path: Path) -> None:
+    curve = tmp_path / "mine.yaml"
+    curve.write_text(
+        "method: eagle\nkind: replay\nsource: s\nreplay:\n"
+        "  file: builtin:acceptance/replay/eagle_vicuna-7b_specbench.csv\n  draft_length: 5\n",
+        encoding="utf-8",
+    )
+    model = load_acceptance_model(curve)
+    assert isinstance(model, ReplayModel) and model.step_count == 25_525
+    assert session(model, 0, "translation", 0.0).category == "translation"
