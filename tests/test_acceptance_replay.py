@@ -20,6 +20,7 @@ from simulator.acceptance import (
 )
 from simulator.acceptance.protocol import RequestTraits
 from simulator.errors import InputError
+from simulator.validate import validate_file
 from simulator.workload.issue_collector import ISSUES_PER_KIND
 
 LOG = """sequence,accepted,category
@@ -529,3 +530,10 @@ def test_a_curve_may_name_a_shipped_log_by_builtin_reference(tmp_path: Path) -> 
     model = load_acceptance_model(curve)
     assert isinstance(model, ReplayModel) and model.step_count == 25_525
     assert session(model, 0, "translation", 0.0).category == "translation"
+
+
+def test_validate_summarises_a_replayed_curve_within_its_draft_length(tmp_path: Path) -> None:
+    log = "sequence,accepted\na,1\na,3\n"
+    verdict = validate_file(write_curve(tmp_path, log, draft_length=3))
+    assert verdict.ok, verdict.error
+    assert "E[tokens/verify] at k=3 is 3.000" in verdict.summary

@@ -120,6 +120,7 @@ class ReplayModel(_Answers):
         self.log = log
         self.assign = assign
         self._steps: list[int] = [a for sequence in log.steps for a in sequence]
+        self._steps_array = np.asarray(self._steps, dtype=np.int64)
         self._counts = _histogram(self._steps, log.draft_length)
         self._expected: dict[int, float] = {}
         self._sequence_expected: dict[tuple[int, int], float] = {}
@@ -230,7 +231,7 @@ class ReplayModel(_Answers):
         self.check_k(k)
         if n < 0:
             raise ValueError(f"sample count n must be >= 0, got {n}")
-        steps = np.asarray(self._steps, dtype=np.int64)
+        steps = self._steps_array
         index = np.minimum((rng.random(n) * len(steps)).astype(np.int64), len(steps) - 1)
         return np.minimum(steps[index], k)
 
