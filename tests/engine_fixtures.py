@@ -83,6 +83,7 @@ def write_acceptance(path: Path, alpha: float) -> Path:
             {
                 "method": "test",
                 "kind": "iid",
+                "topology": {"kind": "chain"},
                 "bins": [{"alpha": alpha}],
                 "source": "test fixture",
             }

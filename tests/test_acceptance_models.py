@@ -28,7 +28,14 @@ FILE = Path("curve.yaml")
 
 
 def make(kind: str, bins: list[dict[str, Any]], **extra: Any) -> Any:
-    document = {"method": "test", "kind": kind, "bins": bins, "source": "unit test", **extra}
+    document = {
+        "method": "test",
+        "kind": kind,
+        "topology": {"kind": "chain"},
+        "bins": bins,
+        "source": "unit test",
+        **extra,
+    }
     return build_acceptance_model(document, FILE)
 
 

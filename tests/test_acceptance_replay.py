@@ -47,7 +47,7 @@ def write_curve(
     (folder / "log.csv").write_text(log, encoding="utf-8")
     curve = folder / "replayed.yaml"
     curve.write_text(
-        "method: eagle\nkind: replay\nsource: a test log\n"
+        "method: eagle\nkind: replay\ntopology: {kind: chain}\nsource: a test log\n"
         f"replay: {{file: log.csv, draft_length: {draft_length}, assign: {assign}, "
         "temperature: 0.5}\n" + extra,
         encoding="utf-8",
@@ -220,7 +220,7 @@ def test_builtin_and_key_checks_apply(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="key of another kind"):
         load_acceptance_model(curve)
     curve.write_text(
-        "method: eagle\nkind: replay\nsource: s\nreplay: {file: nowhere.csv, draft_length: 2}\n",
+        "method: eagle\nkind: replay\ntopology: {kind: chain}\nsource: s\nreplay: {file: nowhere.csv, draft_length: 2}\n",
         encoding="utf-8",
     )
     with pytest.raises(InputError) as caught:
@@ -523,7 +523,7 @@ def test_shipped_log_is_documented() -> None:
 def test_a_curve_may_name_a_shipped_log_by_builtin_reference(tmp_path: Path) -> None:
     curve = tmp_path / "mine.yaml"
     curve.write_text(
-        "method: eagle\nkind: replay\nsource: s\nreplay:\n"
+        "method: eagle\nkind: replay\ntopology: {kind: chain}\nsource: s\nreplay:\n"
         "  file: builtin:acceptance/replay/eagle_vicuna-7b_specbench.csv\n  draft_length: 5\n",
         encoding="utf-8",
     )

@@ -38,7 +38,7 @@ def by_path(issues: tuple[Issue, ...]) -> dict[str, Issue]:
     return {issue.key_path: issue for issue in issues}
 
 
-HEAD = "method: sps\nsource: test\n"
+HEAD = "method: sps\nsource: test\ntopology: {kind: chain}\n"
 
 
 def test_valid_yaml_loads(tmp_path: Path) -> None:
@@ -50,7 +50,8 @@ def test_valid_yaml_loads(tmp_path: Path) -> None:
 def test_valid_json_loads(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        '{"method": "m", "kind": "positional", "source": "s", "bins": [{"rates": [0.5]}]}',
+        '{"method": "m", "kind": "positional", "topology": {"kind": "chain"}, "source": "s", '
+        '"bins": [{"rates": [0.5]}]}',
         "c.json",
     )
     assert load_acceptance_model(path).expected_accepted(2, 0) == pytest.approx(0.75)
@@ -120,6 +121,7 @@ def test_missing_required_keys(tmp_path: Path) -> None:
     found = by_path(issues_of(tmp_path, "kind: iid\nbins: []\n"))
     assert found["method"].problem == "missing required key"
     assert found["source"].problem == "missing required key"
+    assert found["topology"].problem == "missing required key"
     assert found["bins"].problem == "too few items"
 
 
@@ -221,6 +223,7 @@ def test_custom_kind_builder_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     document = {
         "method": "m",
         "kind": "constant_for_test",
+        "topology": {"kind": "chain"},
         "source": "s",
         "bins": [{"alpha": 0.5, "context_len": 0, "temperature": 0.0}],
     }

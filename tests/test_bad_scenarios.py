@@ -111,7 +111,13 @@ def _negative_latency(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _acceptance_alpha_above_one(tmp_path: Path) -> Path:
     path = _base(tmp_path)
-    curve = {"method": "test", "kind": "iid", "bins": [{"alpha": 1.5}], "source": "test"}
+    curve = {
+        "method": "test",
+        "kind": "iid",
+        "topology": {"kind": "chain"},
+        "bins": [{"alpha": 1.5}],
+        "source": "test",
+    }
     (tmp_path / "acc.yaml").write_text(yaml.safe_dump(curve))
     return path
 

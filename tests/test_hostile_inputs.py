@@ -318,7 +318,7 @@ def test_scientific_notation_in_profiles_and_acceptance_files(tmp_path):
     (tmp_path / "rtx-4050-laptop.yaml").write_text(edited)
     assert load_device_profile(tmp_path / "rtx-4050-laptop.yaml").energy.active_power_w == 35.0
     (tmp_path / "a.yaml").write_text(
-        "method: test\nkind: iid\nsource: test\nbins:\n  - alpha: 7.5e-1\n"
+        "method: test\nkind: iid\ntopology: {kind: chain}\nsource: test\nbins:\n  - alpha: 7.5e-1\n"
     )
     verdict = validate_file(tmp_path / "a.yaml")
     assert verdict.ok, verdict.error

@@ -129,7 +129,7 @@ def build_acceptance_model(document: Any, file: Path) -> AcceptanceModel:
                     file,
                     "(top level)",
                     type(document).__name__,
-                    "a mapping with keys method, kind, bins, source",
+                    "a mapping with keys method, kind, topology, bins, source",
                     "not a mapping",
                 )
             ]
