@@ -248,8 +248,9 @@ def greedy_only(inputs: Inputs) -> str:
     greedy = curated_row(inputs, EAGLE_ISSUE, "EAGLE-1", "(default)", ("chain", "0.0"))
     sampled = curated_row(inputs, EAGLE_ISSUE, "EAGLE-1", "(default)", ("chain", "1.0"))
     return (
-        "The bin is at temperature 0 (greedy), as measured, and is used at every temperature "
-        "because the source has no sampled-decoding number; acceptance drops when sampling "
+        "The bin is at temperature 0 (greedy), as measured; a run at another temperature "
+        "refuses the curve, as the source has no sampled-decoding number; acceptance drops "
+        "when sampling "
         f"(e.g. {EAGLE_ISSUE}: EAGLE-1 chain on {greedy['target_model']}, "
         f"{greedy['mean_accept_len_incl_bonus']} tokens per step at temperature 0 vs "
         f"{sampled['mean_accept_len_incl_bonus']} at temperature 1)."
@@ -680,8 +681,8 @@ def eagle3_curves(inputs: Inputs) -> list[dict[str, Any]]:
             "A single chat prompt (20 prompt tokens, 256 generated) with k=3; the target model "
             "is not stated in the cited excerpt. Positions beyond 3 repeat p_3.",
             CONTEXT_FREE,
-            "Temperature: the engine default, not stated; the bin is written at 0 and used at "
-            "every temperature.",
+            "Temperature: the engine default, not stated; the bin is written at 0, so a run "
+            "at another temperature refuses the curve.",
             f"E[tokens per verify] of this curve: {tokens_at(document, (1, 3, 8))}.",
         ]
     )
@@ -768,8 +769,8 @@ def medusa_curve(inputs: Inputs, run: str, target: str, width: int) -> dict[str,
             f"specbench_draft_settings.csv) give {board.describe()} tokens per step; this curve "
             f"gives {fmt(document_tokens(document, MEDUSA_HEADS))} at k=5.",
             CONTEXT_FREE,
-            f"Temperature 0 bin (top-{width} accuracy corresponds to greedy acceptance); used "
-            "at every temperature.",
+            f"Temperature 0 bin (top-{width} accuracy corresponds to greedy acceptance); a run "
+            "at another temperature refuses the curve.",
             f"E[tokens per verify] of this curve: {tokens_at(document, (1, 3, 5))}.",
         ]
     )
@@ -830,8 +831,8 @@ def ngram_curves(inputs: Inputs) -> list[dict[str, Any]]:
             f"{pld.describe()} and Lookahead {lookahead.describe()} tokens per step (see "
             "ngram_vicuna-7b).",
             CONTEXT_FREE,
-            "Temperature: the engine default, not stated; the bin is written at 0 and used at "
-            "every temperature.",
+            "Temperature: the engine default, not stated; the bin is written at 0, so a run "
+            "at another temperature refuses the curve.",
             f"E[tokens per verify] of this curve: {tokens_at(document, (1, 3, 5, 8))}.",
         ]
     )

@@ -31,7 +31,13 @@ Conversion:
   in order;
 * ``accepted = accept_lengths[i] - 1`` (the target's token removed), so each
   entry must be a whole number from 1 to ``--draft-length + 1``;
-* ``category`` copied when the lines carry one (every line must then).
+* ``category`` when the lines carry one (every line must then): with
+  ``--categories tasks`` (the default) Spec-Bench's question categories are
+  named by the leaderboard's six tasks, as the shipped curves' categories are
+  (MT-Bench's eight, writing to humanities, are ``multi_turn``;
+  ``math_reasoning`` is ``math``; ``translation``, ``summarization``, ``qa``
+  and ``rag`` keep their names; any other category is refused); with
+  ``--categories questions`` they are copied as they are.
 
 Writes the CSV log (columns ``sequence``, ``accepted`` and ``category``) and
 the curve YAML naming it (``replay.file`` relative to the YAML). Both are
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -106,6 +113,21 @@ class Problems:
                     )
                 )
         return out
+
+
+SPEC_BENCH_TASKS: dict[str, str] = {
+    **dict.fromkeys(
+        ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"),
+        "multi_turn",
+    ),
+    "translation": "translation",
+    "summarization": "summarization",
+    "qa": "qa",
+    "math_reasoning": "math",
+    "rag": "rag",
+}
+"""Spec-Bench question category -> the leaderboard task it belongs to (MT-Bench's
+eight categories make up the multi-turn conversation task)."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +285,42 @@ def parse_answers(path: Path, data: bytes, draft_length: int) -> list[Question]:
     return sequences
 
 
+def as_tasks(path: Path, sequences: list[Question]) -> list[Question]:
+    """Rename every question category to its Spec-Bench task (:data:`SPEC_BENCH_TASKS`).
+
+    Raises:
+        InputError: A category that is none of Spec-Bench's (first line naming it).
+    """
+    issues = []
+    seen: set[str] = set()
+    out: list[Question] = []
+    for sequence in sequences:
+        category = sequence.category
+        if category is None:
+            out.append(sequence)
+            continue
+        task = SPEC_BENCH_TASKS.get(category)
+        if task is None:
+            if category not in seen:
+                seen.add(category)
+                issues.append(
+                    make_issue(
+                        path,
+                        f"line {sequence.line}, key category",
+                        category,
+                        "a Spec-Bench question category ("
+                        + ", ".join(sorted(SPEC_BENCH_TASKS))
+                        + "), or --categories questions to keep the file's names",
+                        "not a Spec-Bench category",
+                    )
+                )
+            continue
+        out.append(dataclasses.replace(sequence, category=task))
+    if issues:
+        raise InputError(issues)
+    return out
+
+
 def log_csv(sequences: list[Question]) -> str:
     """Return the replay log CSV of the sequences."""
     with_category = bool(sequences) and sequences[0].category is not None
@@ -314,6 +372,12 @@ def curve_document(
             "choices[0] with its turns in order; accepted = accept_lengths[i] - 1 (Spec-Bench "
             f"counts the target's own token). {len(sequences)} sequences, {steps} steps, mean "
             f"accepted {mean:.4f} per step at draft length {args.draft_length}."
+            + (
+                " Categories named by Spec-Bench's six tasks (MT-Bench's eight categories: "
+                "multi_turn; math_reasoning: math; the others as they are)."
+                if args.categories == "tasks" and any(s.category for s in sequences)
+                else ""
+            )
         ),
         "notes": args.notes,
     }
@@ -380,6 +444,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", default="")
     parser.add_argument("--engine", default="")
     parser.add_argument("--assign", choices=("random", "in_order"), default="random")
+    parser.add_argument(
+        "--categories",
+        choices=("tasks", "questions"),
+        default="tasks",
+        help="tasks: name categories by Spec-Bench's six tasks; questions: keep the file's names",
+    )
     parser.add_argument("--name", default="", help="curve name (default: the curve file's stem)")
     parser.add_argument("--notes", default="")
     return parser
@@ -398,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         data = read_bounded(args.answers, "Spec-Bench answer", MAX_DOCUMENT_BYTES)
         sequences = parse_answers(args.answers, data, args.draft_length)
+        if args.categories == "tasks":
+            sequences = as_tasks(args.answers, sequences)
         digest = hashlib.sha256(data).hexdigest()
         table = log_csv(sequences)
         document = curve_document(args, sequences, digest)

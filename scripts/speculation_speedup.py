@@ -22,9 +22,10 @@ Drafters and the acceptance curves they draw from (``acceptance/``):
 * the same head drafting SGLang's default token tree (``speculation.tree``:
   depth 5, width 4, 8 nodes), with the curve measured on SGLang, whose tree
   shape the source does not state (SGLang's documented defaults are assumed);
-* that SGLang curve priced as a chain of 5, as a tree-measured curve was run
-  before trees were priced (the tree's extra drafting and verifying is the
-  difference).
+* that SGLang curve priced as a chain of 5 (``acceptance_conversion:
+  tree_as_chain``), as a tree-measured curve was run before trees were priced
+  and before curves stated their topology (the tree's extra drafting and
+  verifying is the difference; the chain's acceptance is overstated).
 
 Prints the table (``--table``: as Markdown only, for ``docs/speculation.md``)
 and writes the figure.
@@ -35,9 +36,10 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -56,6 +58,7 @@ PROMPT_TOKENS = 512
 OUTPUT_TOKENS = 256
 WAVES = 4
 DEFAULT_FIGURE = ROOT / "docs" / "figures" / "speculation_speedup.png"
+T = TypeVar("T")
 
 
 def lut(model: str) -> str:
@@ -76,13 +79,20 @@ speculative_num_draft_tokens 8 (docs.sglang.io, "Speculative Decoding")."""
 
 @dataclass(frozen=True)
 class Drafter:
-    """One way of drafting: the fused model, its acceptance curve, k and token tree (``None``: chain)."""
+    """One way of drafting: the fused model, its acceptance curve, k and token tree (``None``: chain).
+
+    ``temperature``, ``category`` (every request's task category) and ``conversion``
+    (``speculation.acceptance_conversion``) say how the curve is read.
+    """
 
     label: str
     fused_model: str
     acceptance: str
     k: int
     tree: dict[str, Any] | None = None
+    temperature: float = 0.0
+    category: str = ""
+    conversion: str = "none"
 
 
 DRAFTERS = (
@@ -98,7 +108,11 @@ DRAFTERS = (
         SGLANG_TREE,
     ),
     Drafter(
-        "EAGLE-3 tree curve run as a chain (k = 5)", f"{TARGET}+{HEAD}", "eagle3_llama-3.1-8b", 5
+        "EAGLE-3 tree curve run as a chain (k = 5)",
+        f"{TARGET}+{HEAD}",
+        "eagle3_llama-3.1-8b",
+        5,
+        conversion="tree_as_chain",
     ),
 )
 
@@ -122,16 +136,23 @@ def scenario(batch: int, engine: str, drafter: Drafter | None) -> dict[str, Any]
         }
         if drafter.tree is not None:
             speculation["tree"] = drafter.tree
+        if drafter.temperature:
+            speculation["temperature"] = drafter.temperature
+        if drafter.conversion != "none":
+            speculation["acceptance_conversion"] = drafter.conversion
+    synthetic: dict[str, Any] = {
+        "num_requests": WAVES * batch,
+        "prompt_tokens": {"dist": "fixed", "value": PROMPT_TOKENS},
+        "output_tokens": {"dist": "fixed", "value": OUTPUT_TOKENS},
+    }
+    if drafter is not None and drafter.category:
+        synthetic["category_mix"] = {drafter.category: 1}
     return {
         "scenario_id": "speculation_speedup",
         "seed": 1,
         "workload": {
             "source": "synthetic",
-            "synthetic": {
-                "num_requests": WAVES * batch,
-                "prompt_tokens": {"dist": "fixed", "value": PROMPT_TOKENS},
-                "output_tokens": {"dist": "fixed", "value": OUTPUT_TOKENS},
-            },
+            "synthetic": synthetic,
             "closed_loop": {"users": batch, "think_time_s": 0},
             "slo": {"ttft_ms": 1000, "tpot_ms": 100},
         },
@@ -212,24 +233,43 @@ def figure(results: dict[tuple[str, str], list[float]], path: Path) -> None:
     ax.set_ylabel("speed-up over plain decoding")
     ax.set_title("Llama-3-8B on one H100: simulated speed-up of fused speculation")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    save(fig, path)
+
+
+def save(fig: Any, path: Path) -> None:
+    """Write a figure (PNG, no software stamp, so reruns give the same bytes) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=150, metadata={"Software": None})
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the points, print the table and write the figure."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-o", type=Path, default=DEFAULT_FIGURE, help="figure file (PNG)")
+def figure_main(
+    argv: list[str] | None,
+    description: str,
+    default: Path,
+    compute: Callable[[], T],
+    render_table: Callable[[T], str],
+    draw: Callable[[T, Path], None],
+) -> int:
+    """The command line of a figure script: compute, print the table, draw unless ``--table``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("-o", type=Path, default=default, help="figure file (PNG)")
     parser.add_argument("--table", action="store_true", help="print the table as Markdown only")
     args = parser.parse_args(argv)
-    results = speedups()
-    print(table(results))
+    found = compute()
+    print(render_table(found))
     if not args.table:
-        figure(results, args.o)
+        draw(found, args.o)
         print(f"wrote {args.o}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the points, print the table and write the figure."""
+    return figure_main(argv, __doc__.splitlines()[0], DEFAULT_FIGURE, speedups, table, figure)
 
 
 if __name__ == "__main__":

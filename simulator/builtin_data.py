@@ -5,7 +5,7 @@ the file's path below the data folders, as it is laid out in the repository::
 
     lut: builtin:lut/llama-2-70b__a100-sxm4-80gb.csv
     profile: builtin:device_profiles/a100-tp4.yaml
-    file: builtin:acceptance/eagle2_vicuna-7b.yaml
+    file: builtin:acceptance/sps_vicuna-7b.yaml
     source: trace://builtin:scenarios/traces/azure_conv_10k.csv
 
 The same works for a scenario on the command line

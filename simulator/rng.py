@@ -25,6 +25,8 @@ STREAM_NAMES: tuple[str, ...] = (
     "policy",
     "think_time",
     "step_noise",
+    "categories",
+    "acceptance_levels",
 )
 """The streams the simulator knows; :meth:`RandomStreams.get` rejects others."""
 
@@ -63,6 +65,35 @@ class RandomStreams:
             raise ValueError(f"sub-stream index must be >= 0, got {index}")
         sequence = np.random.SeedSequence(entropy=self.seed, spawn_key=(_name_key(name), index))
         return np.random.Generator(np.random.PCG64(sequence))
+
+
+class RequestUniforms:
+    """One uniform draw in [0, 1) per request id, whatever order requests ask in.
+
+    Request ``i`` gets element ``i % block`` of sub-stream ``i // block`` of
+    one stream, so a request's draw does not depend on routing, timing or
+    which other requests ran: the same request draws the same level in every
+    variant of a scenario with the same seed.
+    """
+
+    __slots__ = ("_block", "_blocks", "_name", "_streams")
+
+    def __init__(self, streams: RandomStreams, name: str, block: int = 4096) -> None:
+        self._streams = streams
+        self._name = name
+        self._block = block
+        self._blocks: dict[int, list[float]] = {}
+
+    def at(self, request_id: int) -> float:
+        """Return request ``request_id``'s draw."""
+        index, offset = divmod(request_id, self._block)
+        values = self._blocks.get(index)
+        if values is None:
+            if len(self._blocks) >= 8:
+                self._blocks.clear()
+            values = self._streams.child(self._name, index).random(self._block).tolist()
+            self._blocks[index] = values
+        return values[offset]
 
 
 class BufferedDraws:

@@ -123,8 +123,18 @@ def validate_file(path: Path, kind: FileKind | None = None) -> Verdict:
         else:
             model = load_acceptance_model(path)
             k = 4 if model.max_k is None else min(4, model.max_k)
-            summary = f"acceptance model {model.method}: E[tokens/verify] at k={k} is " + format(
-                model.expected_tokens_per_verify(k, 512), ".3f"
+            temperature = model.temperatures[0]
+            measured = ", ".join(
+                [
+                    model.info.topology.describe(),
+                    "temperature " + " / ".join(f"{t:g}" for t in model.temperatures),
+                    *(["categories " + " ".join(model.categories)] if model.categories else []),
+                ]
+            )
+            summary = (
+                f"acceptance model {model.method} ({measured}): E[tokens/verify] at k={k}"
+                f" and temperature {temperature:g} is "
+                + format(model.expected_tokens_per_verify(k, 512, temperature), ".3f")
             )
     except InputError as exc:
         return Verdict(path, kind, "", exc)

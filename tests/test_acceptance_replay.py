@@ -378,14 +378,15 @@ def test_converter_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert {p.stat().st_mode & 0o777 for p in (csv_path, curve)} == {0o666 & ~umask}
     assert csv_path.read_text(encoding="utf-8").splitlines()[:3] == [
         "sequence,accepted,category",
-        "81,3,writing",
-        "81,0,writing",
+        "81,3,multi_turn",
+        "81,0,multi_turn",
     ]
     model = load_acceptance_model(curve)
     assert isinstance(model, ReplayModel)
     assert model.log.sequence_ids == ("81", "7", "q-3")
     assert model.log.steps == ((3, 0, 5, 1), (0, 0, 2), (1, 1))
-    assert model.categories == ("math_reasoning", "writing")
+    # Spec-Bench's question categories named by its six tasks (--categories tasks, the default).
+    assert model.categories == ("math", "multi_turn")
     assert model.max_k == 5 and model.assign == "in_order" and model.temperatures == (0.0,)
     assert model.info.topology.kind == "tree" and model.info.topology.nodes == 26
     assert model.info.target_model == "Vicuna-7B-v1.3" and model.info.dataset == "Spec-Bench"
@@ -394,6 +395,19 @@ def test_converter_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         (4 + 1 + 6 + 2 + 1 + 1 + 3 + 2 + 2) / 9
     )
     assert [session(model, 1, "").sample_accepted(5, 0, Counting()) for _ in range(1)] == [0]
+
+
+def test_converter_keeps_question_categories_or_refuses_unknown_ones(tmp_path: Path) -> None:
+    text = answer(81, "writing", [2]) + answer(7, "math_reasoning", [1])
+    code, csv_path, _ = run_converter(tmp_path, text, "--categories", "questions")
+    assert code == 0
+    assert csv_path.read_text(encoding="utf-8").splitlines()[1:] == [
+        "81,1,writing",
+        "7,0,math_reasoning",
+    ]
+    (tmp_path / "x").mkdir()
+    code, csv_path, _ = run_converter(tmp_path / "x", answer(5, "poetry", [2]))
+    assert code == 2 and not csv_path.exists()
 
 
 def test_converter_without_categories_writes_two_columns(tmp_path: Path) -> None:
@@ -498,7 +512,8 @@ def test_shipped_log_loads_and_matches_the_spec_bench_leaderboard() -> None:
     model = load_acceptance_model(SHIPPED)
     assert isinstance(model, ReplayModel)
     assert (len(model.log.steps), model.step_count, model.max_k) == (480, 25_525, 5)
-    assert len(model.categories) == 13 and "math_reasoning" in model.categories
+    # Spec-Bench's six tasks, as the curves derived from its leaderboard name them.
+    assert model.categories == ("math", "multi_turn", "qa", "rag", "summarization", "translation")
     assert model.info.topology.kind == "tree" and model.info.topology.nodes == 26
     leaderboard = ROOT / "acceptance" / "inputs" / "specbench_leaderboard.csv"
     with leaderboard.open(encoding="utf-8") as handle:
@@ -536,4 +551,5 @@ def test_validate_summarises_a_replayed_curve_within_its_draft_length(tmp_path: 
     log = "sequence,accepted\na,1\na,3\n"
     verdict = validate_file(write_curve(tmp_path, log, draft_length=3))
     assert verdict.ok, verdict.error
-    assert "E[tokens/verify] at k=3 is 3.000" in verdict.summary
+    assert "E[tokens/verify] at k=3 and temperature 0.5 is 3.000" in verdict.summary
+    assert "(chain, temperature 0.5)" in verdict.summary

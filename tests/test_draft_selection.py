@@ -84,6 +84,8 @@ def _document(models: Any = SLOW_FIRST, policy: str | None = None) -> dict[str, 
                 {"name": "sps", "file": str(REPO / "acceptance/sps_vicuna-7b.yaml")},
                 {"name": "eagle2", "file": str(REPO / "acceptance/eagle2_vicuna-7b.yaml")},
             ],
+            # A stand-in for a better drafter: its curve was measured on trees.
+            "acceptance_conversion": "tree_as_chain",
         },
         "simulation": {"lut_out_of_range": "clamp"},
     }
@@ -319,6 +321,7 @@ def test_first_skips_a_model_that_cannot_serve_the_request(tmp_path):
         }
     )
     document["workload"] = synthetic(6, 1.0, 3000, 32)
+    del document["speculation"]["acceptance_conversion"]  # no model uses the tree curve
     listed = run(load_scenario(_write(tmp_path, document, "listed.yaml")))
     assert set(listed.requests["outcome"]) == {"completed"}
     assert set(listed.requests["draft_model"]) == {"llama-3.2-1b"}

@@ -23,6 +23,11 @@ from simulator.scenario.load import absolute_paths
 H100 = "h100-sxm5-80gb"
 HEAD = "llama-3-8b.eagle3"
 TARGET = "llama-3-8b"
+CHAIN: dict[str, Any] = {
+    "speculation.tree": None,
+    # The tree-measured curve drafting chains, by the rule that allows it.
+    "speculation.acceptance_conversion": "tree_as_chain",
+}
 
 BASE: dict[str, Any] = {
     "scenario_id": "tree",
@@ -196,7 +201,7 @@ def test_tree_rounds_reserve_their_nodes_of_kv(tmp_path):
     settings = build_runtime(load_scenario(_write(tmp_path))).settings
     assert settings.tree is not None and settings.tree.nodes == 8
     assert _k_reserve(settings) == 8
-    chain = build_runtime(load_scenario(_write(tmp_path, {"speculation.tree": None}))).settings
+    chain = build_runtime(load_scenario(_write(tmp_path, CHAIN))).settings
     assert _k_reserve(chain) == chain.k_max + 1
 
 
@@ -275,7 +280,7 @@ def _summary(tmp_path: Path, edit: dict[str, Any] | None = None) -> dict[str, An
 
 def test_the_tree_key_changes_a_run_and_runs_repeat(tmp_path):
     tree = _summary(tmp_path)
-    chain = _summary(tmp_path, {"speculation.tree": None})
+    chain = _summary(tmp_path, CHAIN)
     assert tree["latency_ms"] != chain["latency_ms"]
     assert _summary(tmp_path) == tree
 

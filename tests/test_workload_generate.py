@@ -152,8 +152,10 @@ def test_trace_classes_and_origins(tmp_path):
         "output_tokens",
         "slo_class",
         "origin",
+        "category",
     ]
     assert frame["origin"].tolist() == table.origin_names()
+    assert table.category_names() == ["", "", "", ""]
 
 
 # -- synthetic generation -------------------------------------------------------

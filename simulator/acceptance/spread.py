@@ -23,6 +23,8 @@ from functools import lru_cache
 
 from scipy import special
 
+from simulator.acceptance.info import CurveInfo
+
 SPREAD_LEVELS = 32
 """Equal-probability strata a request's acceptance quantile is rounded into."""
 
@@ -45,6 +47,15 @@ def stratum_mean(rate: float, concentration: float, level: int) -> float:
     """
     if rate <= 0.0 or rate >= 1.0:
         return rate
+    if 2 * level >= SPREAD_LEVELS:
+        # The upper strata through 1 - X ~ Beta((1 - p) c, p c): quantiles near 1 lose
+        # their digits in floating point, those of the mirrored variable near 0 do not.
+        return 1.0 - _lower_stratum_mean(1.0 - rate, concentration, SPREAD_LEVELS - 1 - level)
+    return _lower_stratum_mean(rate, concentration, level)
+
+
+def _lower_stratum_mean(rate: float, concentration: float, level: int) -> float:
+    """The Beta's mean over stratum ``level`` computed from its quantiles directly."""
     a = rate * concentration
     b = (1.0 - rate) * concentration
     low = 0.0 if level == 0 else float(special.betaincinv(a, b, level / SPREAD_LEVELS))
@@ -81,6 +92,25 @@ def spread_survival(
         running *= stratum_mean(min(rate, 1.0), concentration, level)
         result.append(running)
     return tuple(result)
+
+
+def concentration_for(choice: str | float, info: CurveInfo) -> float | None:
+    """The Beta concentration a request drawing from a curve gets (None: no spread).
+
+    Args:
+        choice: ``speculation.request_spread``: ``none``, ``from_curve`` (the
+            curve's fitted one; the scenario refuses curves without one) or a
+            concentration.
+        info: The curve's description.
+    """
+    if choice == "none":
+        return None
+    if choice == "from_curve":
+        fitted = info.request_spread
+        if fitted is None:
+            raise ValueError(f"acceptance curve {info.name!r} has no fitted request_spread")
+        return fitted.concentration
+    return float(choice)
 
 
 def spread_sd(rate: float, concentration: float) -> float:

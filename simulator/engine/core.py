@@ -59,7 +59,7 @@ from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Tracer
 from simulator.engine.usage import class_usage
 from simulator.engine.what_if import fork, in_flight, place_in_flight
-from simulator.rng import BufferedDraws, RandomStreams
+from simulator.rng import BufferedDraws, RandomStreams, RequestUniforms
 from simulator.scenario.model import LaneSpec, PolicyChoice
 from simulator.workload import RequestTable
 
@@ -137,6 +137,8 @@ class Engine:
             settings.k_max,
             settings.temperature,
             BufferedDraws(streams.get("acceptance")),
+            RequestUniforms(streams, "acceptance_levels"),
+            settings.request_spread,
         )
         loop = settings.closed_loop
         self._closed_loop = (
@@ -153,6 +155,7 @@ class Engine:
             routing.predicts_ttft,
             self._closed_loop.on_end if self._closed_loop is not None else None,
             start_s,
+            speculation.acceptance_for,
         )
         fleet.open(
             ServerContext(
@@ -349,6 +352,7 @@ class Engine:
         output = table.output_tokens
         classes = table.slo_class_names()
         origins = table.origin_names()
+        categories = table.category_names()
         self._states = [
             RequestState(
                 int(table.request_id[i]),
@@ -357,6 +361,7 @@ class Engine:
                 int(output[i]),
                 classes[i],
                 origins[i],
+                categories[i],
             )
             for i in range(len(table))
         ]

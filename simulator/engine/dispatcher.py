@@ -366,7 +366,8 @@ class Dispatcher:
             draft_s, tokens = math.inf, 1.0
         else:
             draft_s = draft.curve(1, 1).sum_steps(context, k)[0]
-            tokens = curve.expected_tokens_per_verify(k, context, temperature)
+            own = self.speculation.acceptance_for(req, curve)
+            tokens = own.expected_tokens_per_verify(k, context, temperature)
         verify = replica.costs.step[VERIFY]
         fused = replica.costs.step[FUSED]
         fused_curve = replica.fused_acceptance
@@ -382,7 +383,9 @@ class Dispatcher:
             transfer_s=nbytes * 8.0 / bw_bps,
             distributed_tokens=tokens,
             fused_step_s=fused.at(context, 1, k)[0],
-            fused_tokens=fused_curve.expected_tokens_per_verify(k, context, temperature),
+            fused_tokens=self.speculation.acceptance_for(
+                req, fused_curve
+            ).expected_tokens_per_verify(k, context, temperature),
         )
 
     def resolve(self, req: RequestState, replica: TargetReplica) -> None:
@@ -397,9 +400,11 @@ class Dispatcher:
                 req.draft_slot = self._choose_drafter(req, replica, drafter)
             model = pool.models[req.draft_slot]
             req.draft_model = model.name
-            req.acceptance = model.acceptance
+            assert model.acceptance is not None
+            req.acceptance = self.speculation.acceptance_for(req, model.acceptance)
         elif req.mode == "fused":
-            req.acceptance = replica.fused_acceptance
+            assert replica.fused_acceptance is not None
+            req.acceptance = self.speculation.acceptance_for(req, replica.fused_acceptance)
 
     def _choose_drafter(
         self, req: RequestState, replica: TargetReplica, drafter: DraftDevice
@@ -424,7 +429,8 @@ class Dispatcher:
                 continue
             curve = model.acceptance
             assert curve is not None
-            expected = curve.expected_accepted(k, context, speculation.temperature)
+            own = speculation.acceptance_for(req, curve)
+            expected = own.expected_accepted(k, context, speculation.temperature)
             slots.append(slot)
             candidates.append(
                 DraftCandidate(

@@ -20,6 +20,7 @@ from functools import partial
 import simpy
 
 from policies.lanes import VERIFY
+from simulator.acceptance import AcceptanceModel
 from simulator.engine.clock import call_at
 from simulator.engine.fleet import Fleet
 from simulator.engine.request_state import Drafter, RequestState
@@ -56,6 +57,7 @@ class RequestFlow:
         predicts_ttft: bool,
         on_end: Callable[[RequestState], None] | None,
         start_s: float,
+        acceptance_for: Callable[[RequestState, AcceptanceModel], AcceptanceModel],
     ) -> None:
         self.env = env
         self.fleet = fleet
@@ -65,6 +67,8 @@ class RequestFlow:
         self.tracing = tracing
         self.predicts_ttft = predicts_ttft
         self.on_end = on_end
+        self.acceptance_for = acceptance_for
+        """A request's own view of a curve (its category and level)."""
         self.on_freed: Callable[[], None] = _nothing
         """Called when a request ended and made room (the dispatcher offers the waiting ones)."""
         self.outstanding = 0
@@ -263,7 +267,9 @@ class RequestFlow:
         replica = self.replicas[req.replica]
         req.spilled = True
         req.mode = "fused"
-        req.acceptance = replica.fused_acceptance
+        curve = replica.fused_acceptance
+        assert curve is not None
+        req.acceptance = self.acceptance_for(req, curve)
         drafter = req.drafter
         if drafter is not None:
             req.drafter = None

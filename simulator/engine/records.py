@@ -25,6 +25,7 @@ class RequestRecord:
     arrival_s: float
     slo_class: str
     origin: str
+    category: str
     device: int
     mode: str
     replica: int
@@ -83,6 +84,7 @@ class InFlight:
         spilled: Whether it moved from distributed to fused.
         acceptance_recent: Its moving per-round acceptance (``nan``: no round yet).
         draft_slot: Index of its drafter model among its class's models.
+        category: Its task category ("" if none).
     """
 
     request_id: int
@@ -110,6 +112,7 @@ class InFlight:
     spilled: bool = False
     acceptance_recent: float = math.nan
     draft_slot: int = 0
+    category: str = ""
 
 
 @dataclass(frozen=True)

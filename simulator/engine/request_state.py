@@ -62,6 +62,7 @@ class RequestState:
         "acceptance_recent",
         "accepted",
         "arrival_s",
+        "category",
         "deferred",
         "device",
         "downlink",
@@ -111,6 +112,7 @@ class RequestState:
         output_tokens: int,
         slo_class: str,
         origin: str,
+        category: str = "",
     ) -> None:
         self.request_id = request_id
         self.arrival_s = arrival_s
@@ -118,6 +120,8 @@ class RequestState:
         self.output_tokens = output_tokens
         self.slo_class = slo_class
         self.origin = origin
+        self.category = category
+        """Its task category ("" for none): picks its acceptance bins."""
         self.device = -1
         self.mode = ""
         self.replica = -1
@@ -204,6 +208,7 @@ def to_record(state: RequestState) -> RequestRecord:
         arrival_s=state.arrival_s,
         slo_class=state.slo_class,
         origin=state.origin,
+        category=state.category,
         device=state.device,
         mode=state.mode,
         replica=state.replica,

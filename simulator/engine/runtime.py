@@ -180,6 +180,8 @@ class RunSettings:
         k_min: Smallest k a controller may choose.
         k_max: Largest k a controller may choose.
         temperature: Sampling temperature (acceptance bins).
+        request_spread: ``speculation.request_spread``: ``none``, ``from_curve``
+            or a Beta concentration.
         k_control: The draft-length controller.
         hybrid: The per-request mode policy (hybrid mode).
         scheduler: Lane, routing, admission, arbitration and KV settings.
@@ -213,6 +215,7 @@ class RunSettings:
     closed_loop: ClosedLoop | None
     draft_selection: PolicyChoice | None = None
     step_timing: StepTiming = field(default_factory=StepTiming.default)
+    request_spread: str | float = "none"
     tree: TreeShape | None = None
 
 
@@ -452,6 +455,7 @@ def build_runtime(scenario: Scenario) -> Runtime:
         k_min=spec.k_min,
         k_max=spec.k_max,
         temperature=spec.temperature,
+        request_spread=spec.request_spread,
         k_control=spec.k_control,
         hybrid=spec.hybrid if spec.mode == "hybrid" else None,
         scheduler=scenario.scheduler,

@@ -19,11 +19,14 @@ import simpy
 
 from policies.lanes import DECODE, FUSED, VERIFY
 from policies.views import KSignals, RoundOutcome
+from simulator.acceptance import AcceptanceModel
+from simulator.acceptance.protocol import RequestTraits
+from simulator.acceptance.spread import concentration_for
 from simulator.engine.binding import KControl
 from simulator.engine.costs import LutStepPredictor
 from simulator.engine.request_state import RequestState
 from simulator.engine.target import TargetReplica
-from simulator.rng import BufferedDraws
+from simulator.rng import BufferedDraws, RequestUniforms
 
 LANE_OF_MODE: Mapping[str, str] = {"none": DECODE, "fused": FUSED, "distributed": VERIFY}
 """The decode-lane work of a request by its mode."""
@@ -43,6 +46,8 @@ class Speculation:
         k_max: Largest draft length.
         temperature: Sampling temperature of the acceptance curves.
         draws: The ``acceptance`` stream's draws.
+        levels: Each request's acceptance level (stream ``acceptance_levels``).
+        request_spread: ``speculation.request_spread``.
     """
 
     def __init__(
@@ -54,6 +59,8 @@ class Speculation:
         k_max: int,
         temperature: float,
         draws: BufferedDraws,
+        levels: RequestUniforms,
+        request_spread: str | float = "none",
     ) -> None:
         self.env = env
         self.replicas = replicas
@@ -63,6 +70,8 @@ class Speculation:
         self.k_floor = 0 if k_min == 0 else 1
         """Smallest k a round drafts: 0 (a plain decode step) only when k_min allows it."""
         self.temperature = temperature
+        self._levels = levels
+        self._request_spread = request_spread
         self._predictors: dict[tuple[int, str], LutStepPredictor] = {}
         self.controller = control.controller
         self.k_default = control.k
@@ -75,6 +84,11 @@ class Speculation:
         self.k_default = control.k
         self._windowed = control.windowed
         self._predicts = control.predicts
+
+    def acceptance_for(self, req: RequestState, curve: AcceptanceModel) -> AcceptanceModel:
+        """The model the request's rounds draw from: ``curve`` for its category and level."""
+        traits = RequestTraits(req.request_id, req.category, self._levels.at(req.request_id))
+        return curve.for_request(traits, concentration_for(self._request_spread, curve.info))
 
     def choose_k(self, req: RequestState) -> None:
         """Ask the k controller for the request's next draft length."""

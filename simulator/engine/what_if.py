@@ -63,6 +63,7 @@ def in_flight(states: Iterable[RequestState]) -> tuple[InFlight, ...]:
                 req.spilled,
                 req.acceptance_recent,
                 req.draft_slot,
+                req.category,
             )
         )
     return tuple(out)
@@ -77,6 +78,7 @@ def _state_of(item: InFlight) -> RequestState:
         item.output_tokens,
         item.slo_class,
         item.origin,
+        item.category,
     )
     req.generated = item.generated
     req.first_token_server_s = item.first_token_server_s

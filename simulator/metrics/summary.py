@@ -145,6 +145,31 @@ def _attainment_by(frame: pd.DataFrame, met: pd.Series, column: str) -> dict[str
     return out
 
 
+def by_category(frame: pd.DataFrame, met: pd.Series) -> dict[str, dict[str, Any]]:
+    """Per task category of the measured set: attainment, tokens per verify, acceptance, latency.
+
+    Requests without a category are left out; a workload without categories gives ``{}``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    named = frame[frame["category"] != ""]
+    for name, group in named.groupby("category", sort=True):
+        done = group[group["outcome"] == "completed"]
+        spec = group[group["verify_rounds"] > 0]
+        rounds = int(spec["verify_rounds"].sum())
+        drafted = int(spec["drafted_tokens"].sum())
+        committed = int((spec["generated_tokens"] - 1).clip(lower=0).sum())
+        out[str(name)] = {
+            "requests": len(group),
+            "completed": len(done),
+            "slo_attainment": float(met.loc[group.index].mean()),
+            "mean_tokens_per_verify": committed / rounds if rounds else None,
+            "acceptance_rate": int(spec["accepted_tokens"].sum()) / drafted if drafted else None,
+            "tpot_ms_mean": _stats(done["tpot_ms"])["mean"],
+            "ttft_ms_p99": _stats(done["ttft_ms"])["p99"],
+        }
+    return out
+
+
 CENSORED_SET = (
     "completed and unfinished requests of the measured set; an unfinished one counts at its age at "
     "the end of the run (end_s - arrival), a lower bound, where its latency is not known yet"
@@ -161,6 +186,7 @@ SECTION_SETS = {
     "goodput": "the measured set; rejected and unfinished requests miss their SLO",
     "speculation": "the measured set (every round its requests ran, finished or not)",
     "fairness": "jain_index: completed requests of the measured set; attainment: the measured set",
+    "by_category": "the measured set, by task category (latency: its completed requests)",
     "resources": "the whole run, 0 to simulated_s (not per request)",
     "energy": "the whole run, 0 to simulated_s; per-token figures divide by every output "
     "token the run produced (all arrived requests, finished or not)",
@@ -329,6 +355,7 @@ def summarise(
             "slo_attainment_by_class": _attainment_by(measured, met, "slo_class"),
             "slo_attainment_by_device": _attainment_by(measured, met, "origin"),
         },
+        "by_category": by_category(measured, met),
         "resources": {
             "gpu_utilization": float(busy.sum() / held.sum())
             if len(busy) and held.sum() > 0

@@ -237,6 +237,7 @@ class OnlinePlanner:
             output_tokens=tile(recent.output_tokens)[keep],
             slo_class=tile(recent.slo_class)[keep],
             origin=tile(recent.origin)[keep],
+            category=tile(recent.category)[keep],
             slos=table.slos,
             first_id=table.first_id + len(table),
         )

@@ -21,6 +21,7 @@ from simulator.lut import LutManager, LutTable
 from simulator.scenario.model import DeviceClass, LanesSpec, ModelSpec, Scenario, TreeSpec
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.requests import checked_requests
+from simulator.scenario.sections.acceptance_use import check_acceptance_use
 from simulator.scenario.sections.context import BuildContext
 from simulator.scenario.sections.devices import (
     build_device_classes,
@@ -84,6 +85,7 @@ def build_scenario(
     planner = build_planner(ctx)
     metrics = build_metrics(ctx)
     workload = build_workload(ctx, [d for d, t in device_ids.items() if t == "draft"])
+    check_acceptance_use(ctx, classes, models, speculation, workload)
     manager = LutManager()
     for table in luts.values():
         if table is not None:

@@ -193,6 +193,10 @@ class SpeculationSpec:
         k_min: Smallest k a controller may choose.
         k_max: Largest k a controller may choose.
         temperature: Sampling temperature.
+        acceptance_conversion: ``none``, ``tree_as_chain`` or ``chain_as_tree``:
+            the rule that lets a curve serve a draft shape it was not measured on.
+        request_spread: ``none``, ``from_curve`` or a Beta concentration: the
+            per-request acceptance level (see :mod:`simulator.acceptance.spread`).
         k_control: The draft-length controller.
         hybrid: The per-request mode policy (used in hybrid mode).
         tree: The token tree of a fused round (``None``: chains of ``k`` drafts).
@@ -208,6 +212,8 @@ class SpeculationSpec:
     k_control: PolicyChoice
     hybrid: PolicyChoice
     tree: TreeSpec | None = None
+    acceptance_conversion: str = "none"
+    request_spread: str | float = "none"
 
 
 @dataclass(frozen=True)

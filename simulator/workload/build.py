@@ -27,6 +27,7 @@ from simulator.workload.arrivals import (
     PoissonArrivals,
     mean_rate_per_s,
 )
+from simulator.workload.categories import CATEGORY_NAME
 from simulator.workload.closed_loop import (
     ClosedLoop,
     ExponentialThinkTime,
@@ -326,6 +327,7 @@ class _Builder:
             num_requests=None if count is None else int(count),
             duration_s=None if duration is None else float(duration),
             slo_class_mix=mix,
+            category_mix=tuple((str(k), float(v)) for k, v in raw["category_mix"].items()),
         )
 
     def trace_source(self, name: str, classes: Mapping[str, SloTargets]) -> TraceSource | None:
@@ -356,6 +358,7 @@ class _Builder:
             )
             return None
         self.check_trace_classes(table, classes)
+        self.check_trace_categories(table)
         span = table.span_s()
         if start > span:
             self.issue(
@@ -400,6 +403,24 @@ class _Builder:
                         name,
                         "default or a key of workload.slo_classes: " + ", ".join(sorted(classes)),
                         "undeclared SLO class (first row naming it)",
+                    )
+                )
+
+    def check_trace_categories(self, table: TraceTable) -> None:
+        if table.category is None:
+            return
+        seen: set[str] = set()
+        for index, name in enumerate(table.category.tolist()):
+            if name and name not in seen and not CATEGORY_NAME.fullmatch(name):
+                seen.add(name)
+                self.issues.append(
+                    make_issue(
+                        table.path,
+                        row_key(table.row_of(index), "category"),
+                        name,
+                        "a task category of lower-case letters, digits and underscores "
+                        "(e.g. math, multi_turn), or empty for none",
+                        "malformed category (first row naming it)",
                     )
                 )
 

@@ -18,6 +18,7 @@ from simulator.limits import MAX_ARRIVAL_S
 from simulator.rng import RandomStreams
 from simulator.workload.arrays import FloatArray, IntArray, StrArray, text_array
 from simulator.workload.arrivals import sample_arrivals
+from simulator.workload.categories import NO_CATEGORY
 from simulator.workload.distributions import sample_length_pairs
 from simulator.workload.origins import assign_origins
 from simulator.workload.requests import RequestTable
@@ -82,7 +83,7 @@ def _synthetic(
 
 def _trace(
     spec: WorkloadSpec, source: TraceSource, streams: RandomStreams
-) -> tuple[FloatArray, IntArray, IntArray, StrArray, StrArray]:
+) -> tuple[FloatArray, IntArray, IntArray, StrArray, StrArray, StrArray]:
     table = source.sliced(spec.max_requests)
     assert table.arrival_s is not None  # the builder only accepts timed traces
     size = len(table)
@@ -105,7 +106,22 @@ def _trace(
     if table.slo_class is not None:
         classes = np.where(table.slo_class == "", DEFAULT_CLASS, table.slo_class)
     origins = table.origin if table.origin is not None else text_array("", size)
-    return table.arrival_s, prompt, output, text_array(classes), origins
+    categories = (
+        text_array(NO_CATEGORY, size) if table.category is None else text_array(table.category)
+    )
+    return table.arrival_s, prompt, output, text_array(classes), origins, categories
+
+
+def _categories(source: SyntheticSource, size: int, streams: RandomStreams) -> StrArray:
+    """Each synthetic request's task category, drawn from the mix (stream ``categories``)."""
+    names = [name for name, _ in source.category_mix]
+    if not names:
+        return text_array(NO_CATEGORY, size)
+    if len(names) == 1:
+        return text_array(names[0], size)
+    weights = np.array([w for _, w in source.category_mix], dtype=float)
+    picks = streams.get("categories").choice(len(names), size=size, p=weights / weights.sum())
+    return text_array(np.asarray(names, dtype=np.str_)[picks])
 
 
 def generate_requests(
@@ -127,8 +143,8 @@ def generate_requests(
         client_classes: ``(device class id, count)`` of the scenario's client
             (draft-role) device classes in declaration order; may be empty,
             and then requests without an origin keep "".
-        streams: The run's random streams (only ``arrivals``, ``lengths`` and
-            ``origins`` are used).
+        streams: The run's random streams (only ``arrivals``, ``lengths``,
+            ``origins`` and ``categories`` are used).
 
     Raises:
         ArrivalOverflowError: An arrival time divided by ``arrival_scale`` is later
@@ -138,8 +154,9 @@ def generate_requests(
         with np.errstate(over="ignore"):  # an overflow is refused below
             arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
         origins = text_array("", len(arrival))
+        categories = _categories(spec.source, len(arrival), streams)
     else:
-        arrival, prompt, output, classes, origins = _trace(spec, spec.source, streams)
+        arrival, prompt, output, classes, origins, categories = _trace(spec, spec.source, streams)
     origins = assign_origins(origins, spec.origin, client_classes, streams.get("origins"))
     with np.errstate(over="ignore"):
         scaled = arrival / spec.arrival_scale
@@ -152,5 +169,6 @@ def generate_requests(
         output_tokens=output,
         slo_class=classes,
         origin=origins,
+        category=categories,
         slos=spec.slo_classes,
     )

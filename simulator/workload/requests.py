@@ -19,6 +19,7 @@ from simulator.workload.arrays import (
     rebuild,
     text_array,
 )
+from simulator.workload.categories import NO_CATEGORY
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
 
 
@@ -33,6 +34,7 @@ class RequestTable:
         slo_class: SLO class name of each request (text array).
         origin: Client device class id of each request, "" for none (text array).
         slos: SLO class name -> targets; holds every class in ``slo_class``.
+        category: Task category of each request, "" for none (text array).
         first_id: Id of the first request (0 for a whole workload; a window
             of a larger table keeps the ids of its parent).
         request_id: ``first_id .. first_id + n - 1`` in arrival order (set by
@@ -44,6 +46,7 @@ class RequestTable:
     output_tokens: IntArray
     slo_class: StrArray
     origin: StrArray
+    category: StrArray
     slos: Mapping[str, SloTargets]
     first_id: int = 0
     request_id: IntArray = field(init=False)
@@ -56,6 +59,7 @@ class RequestTable:
             "output_tokens": np.asarray(self.output_tokens, dtype=np.int64),
             "slo_class": text_array(self.slo_class),
             "origin": text_array(self.origin),
+            "category": text_array(self.category),
         }
         for name, array in arrays.items():
             if array.ndim != 1 or len(array) != size:
@@ -90,6 +94,7 @@ class RequestTable:
         slos: Mapping[str, SloTargets],
         slo_class: Sequence[str] | StrArray | None = None,
         origin: Sequence[str] | StrArray | None = None,
+        category: Sequence[str] | StrArray | None = None,
     ) -> RequestTable:
         """Build a table from plain sequences.
 
@@ -100,6 +105,7 @@ class RequestTable:
             slos: SLO targets by class name.
             slo_class: Class per request (default: all ``default``).
             origin: Origin per request (default: all "").
+            category: Task category per request (default: all "", none).
         """
         size = len(arrival_s)
         return cls(
@@ -110,6 +116,7 @@ class RequestTable:
             if slo_class is None
             else text_array(slo_class),
             origin=text_array("", size) if origin is None else text_array(origin),
+            category=text_array(NO_CATEGORY, size) if category is None else text_array(category),
             slos=slos,
         )
 
@@ -138,6 +145,7 @@ class RequestTable:
             output_tokens=self.output_tokens[lo:hi],
             slo_class=self.slo_class[lo:hi],
             origin=self.origin[lo:hi],
+            category=self.category[lo:hi],
             slos=self.slos,
             first_id=self.first_id + lo,
         )
@@ -162,6 +170,10 @@ class RequestTable:
         """Return the origin of every request as a list of ``str`` (row order; "" = none)."""
         return [str(name) for name in self.origin.tolist()]
 
+    def category_names(self) -> list[str]:
+        """Return the task category of every request as a list of ``str`` ("" = none)."""
+        return [str(name) for name in self.category.tolist()]
+
     def to_frame(self) -> pd.DataFrame:
         """Return the table as a DataFrame (one row per request)."""
         frame: pd.DataFrame = pd.DataFrame(
@@ -172,6 +184,7 @@ class RequestTable:
                 "output_tokens": self.output_tokens,
                 "slo_class": self.slo_class_names(),
                 "origin": self.origin_names(),
+                "category": self.category_names(),
             }
         )
         return frame

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from simulator.workload.arrays import constructor_arguments, rebuild
 from simulator.workload.arrivals import ArrivalProcess
 from simulator.workload.closed_loop import ClosedLoop
@@ -54,6 +56,8 @@ class SyntheticSource:
         num_requests: Generate this many requests (or None: use ``duration_s``).
         duration_s: Generate arrivals in ``[0, duration_s)`` (or None).
         slo_class_mix: ``(class name, weight)`` pairs; classes drawn by weight.
+        category_mix: ``(task category, weight)`` pairs; categories drawn by
+            weight (empty: requests carry no category).
     """
 
     arrival: ArrivalProcess | None
@@ -62,6 +66,7 @@ class SyntheticSource:
     num_requests: int | None = None
     duration_s: float | None = None
     slo_class_mix: tuple[tuple[str, float], ...] = ((DEFAULT_CLASS, 1.0),)
+    category_mix: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.num_requests is None) == (self.duration_s is None):
@@ -70,6 +75,8 @@ class SyntheticSource:
             raise ValueError("SyntheticSource without an arrival process needs num_requests")
         if not self.slo_class_mix or any(not w > 0 for _, w in self.slo_class_mix):
             raise ValueError("SyntheticSource.slo_class_mix needs weights > 0")
+        if any(not w > 0 for _, w in self.category_mix):
+            raise ValueError("SyntheticSource.category_mix needs weights > 0")
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,6 +134,19 @@ class WorkloadSpec:
             KeyError: The class is unknown.
         """
         return self.slo_classes[class_name]
+
+    def category_names(self) -> frozenset[str]:
+        """Return every task category the workload's requests may carry (trace column, mix).
+
+        The scenario checks the acceptance curves in use have each of them.
+        A trace's whole column is read, not only the slice.
+        """
+        if isinstance(self.source, SyntheticSource):
+            return frozenset(name for name, _ in self.source.category_mix)
+        column = self.source.trace.category
+        if column is None:
+            return frozenset()
+        return frozenset(str(name) for name in np.unique(column).tolist() if name)
 
     def origin_names(self) -> frozenset[str]:
         """Return every client device class the workload names (trace column, weights).

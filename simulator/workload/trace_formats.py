@@ -73,7 +73,7 @@ class Layout:
         return tuple(columns)
 
 
-GENERIC_NAME_COLUMNS: tuple[str, ...] = ("slo_class", "origin")
+GENERIC_NAME_COLUMNS: tuple[str, ...] = ("slo_class", "origin", "category")
 """Optional text columns of the generic formats."""
 
 AZURE = Layout("azure", "csv", "TIMESTAMP", 0.0, "ContextTokens", "GeneratedTokens", False)

@@ -515,6 +515,7 @@ class _Reader:
             arrival_s=None if arrival is None else arrival[keep],
             slo_class=named["slo_class"][keep] if "slo_class" in named else None,
             origin=named["origin"][keep] if "origin" in named else None,
+            category=named["category"][keep] if "category" in named else None,
             source_rows=np.concatenate([p.rows for p in parts])[keep],
             dropped_rows=int((~keep).sum()),
         )

@@ -29,6 +29,8 @@ class TraceTable:
             when the file has no ``slo_class`` column.
         origin: Client device class per row, "" where the row names none;
             None when the file has no ``origin`` column.
+        category: Task category per row, "" where the row names none; None
+            when the file has no ``category`` column.
         source_rows: The row number in the file of each kept row (data rows
             count from 1), for messages about individual rows.
         dropped_rows: Rows the reader skipped (real formats drop rows with a
@@ -42,6 +44,7 @@ class TraceTable:
     arrival_s: FloatArray | None = None
     slo_class: StrArray | None = None
     origin: StrArray | None = None
+    category: StrArray | None = None
     source_rows: IntArray | None = None
     dropped_rows: int = 0
 
@@ -49,7 +52,14 @@ class TraceTable:
         size = len(self.prompt_tokens)
         rows = self.source_rows if self.source_rows is not None else np.arange(1, size + 1)
         object.__setattr__(self, "source_rows", rows)
-        for name in ("prompt_tokens", "output_tokens", "arrival_s", "slo_class", "origin"):
+        for name in (
+            "prompt_tokens",
+            "output_tokens",
+            "arrival_s",
+            "slo_class",
+            "origin",
+            "category",
+        ):
             array = getattr(self, name)
             if array is None:
                 continue
@@ -98,6 +108,7 @@ class TraceTable:
             arrival_s=pick(self.arrival_s),
             slo_class=pick(self.slo_class),
             origin=pick(self.origin),
+            category=pick(self.category),
             source_rows=self.source_rows[indices],
             dropped_rows=self.dropped_rows,
         )
@@ -138,6 +149,7 @@ class TraceTable:
             arrival_s=shifted,
             slo_class=self.slo_class,
             origin=self.origin,
+            category=self.category,
             source_rows=self.source_rows,
             dropped_rows=self.dropped_rows,
         )

@@ -10,7 +10,14 @@ from simulator.scenario.model import AcceptanceCurve, ModelSpec, PolicyChoice, S
 from simulator.scenario.sections.context import BuildContext
 from simulator.scenario.sections.policy_choice import build_policy
 
-SPECULATING_KEYS: tuple[str, ...] = ("k", "temperature", "adaptive_k", "acceptance_models")
+SPECULATING_KEYS: tuple[str, ...] = (
+    "k",
+    "temperature",
+    "acceptance_conversion",
+    "request_spread",
+    "adaptive_k",
+    "acceptance_models",
+)
 """``speculation`` keys that only matter when something speculates (not in mode ``none``)."""
 
 
@@ -99,6 +106,10 @@ def build_speculation(
         k_min=k_min,
         k_max=k_max,
         temperature=float(spec["temperature"]),
+        acceptance_conversion=str(spec["acceptance_conversion"]),
+        request_spread=spec["request_spread"]
+        if isinstance(spec["request_spread"], str)
+        else float(spec["request_spread"]),
         k_control=build_policy(
             ctx,
             "k_control",
