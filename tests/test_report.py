@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -489,3 +490,21 @@ def test_scenario_differences_key_named_lists_by_name_and_skip_noise():
         ["network.links[0].rtt_ms", "40", "8"],
         ["planner.candidates.k", "(not set)", "[2, 4]"],
     ]
+
+
+def test_category_rows_compare_each_task_against_the_baseline(runs):
+    """Runs with task categories get rows per category; the TPOT ratio is the inverse speed-up."""
+    base, spec = load_run(runs["none"]), load_run(runs["distributed"])
+    assert headline_rows([base]) == headline_rows([base])  # no categories: no category rows
+    assert not [row for row in headline_rows([base]) if ":" in row[0]]
+    tasks = {
+        "math": {"slo_attainment": 0.5, "tpot_ms_mean": 20.0, "mean_tokens_per_verify": None},
+        "qa": {"slo_attainment": 1.0, "tpot_ms_mean": 30.0, "mean_tokens_per_verify": None},
+    }
+    fast = {name: {**row, "tpot_ms_mean": row["tpot_ms_mean"] / 2} for name, row in tasks.items()}
+    base = dataclasses.replace(base, summary={**base.summary, "by_category": tasks})
+    spec = dataclasses.replace(spec, summary={**spec.summary, "by_category": fast})
+    rows = {row[0]: row[1:] for row in headline_rows([base, spec])}
+    assert rows["math: TPOT mean (ms, lower is better)"] == ["20", "10", "0.50x (better)"]
+    assert rows["qa: SLO attainment (%, higher is better)"] == ["100", "100", "1.00x"]
+    assert not any(title.startswith("math: tokens per verify") for title in rows)

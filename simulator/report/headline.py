@@ -75,6 +75,29 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
+def category_metrics(runs: Sequence[RunResults]) -> tuple[Metric, ...]:
+    """Rows per task category any run reports (``summary.json`` ``by_category``).
+
+    Against a baseline run of the same workload without speculation, the TPOT
+    ratio of a category is the inverse of its speed-up.
+    """
+    names = sorted({name for run in runs for name in run.summary.get("by_category") or {}})
+    rows: list[Metric] = []
+    for name in names:
+        where = ("by_category", name)
+        rows += [
+            Metric(f"{name}: SLO attainment (%)", (*where, "slo_attainment"), 100.0, HIGHER),
+            Metric(f"{name}: TPOT mean (ms)", (*where, "tpot_ms_mean"), better=LOWER),
+            Metric(
+                f"{name}: tokens per verify round",
+                (*where, "mean_tokens_per_verify"),
+                better=HIGHER,
+                optional=True,
+            ),
+        ]
+    return tuple(rows)
+
+
 def value_of(summary: dict[str, Any], metric: Metric) -> float | None:
     """The metric's value in ``summary`` (scaled), or ``None`` where it does not apply."""
     node: Any = summary
@@ -113,10 +136,11 @@ def ratio_cell(metric: Metric, value: float | None, base: float | None) -> str:
 def headline_rows(runs: Sequence[RunResults]) -> list[list[str]]:
     """Rows ``[label, value of run 1, ...]``; with several runs, ratios to the first follow.
 
-    An optional row (TVT) is left out where no run has a value for it.
+    An optional row (TVT) is left out where no run has a value for it. Rows per
+    task category (:func:`category_metrics`) follow where a run has categories.
     """
     rows = []
-    for metric in METRICS:
+    for metric in (*METRICS, *category_metrics(runs)):
         values = [value_of(run.summary, metric) for run in runs]
         if metric.optional and all(value is None for value in values):
             continue
