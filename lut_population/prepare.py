@@ -94,9 +94,9 @@ ENERGY_MODELS_V3 = frozenset(
     {"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"}
 )
 
-MICROBENCH_FILES = ("iterations.csv", "trees_heads.csv", "README.md")
+MICROBENCH_FILES = ("iterations.csv", "trees_heads.csv", "stream_overlap.csv", "README.md")
 """Files of the staged ``microbench_h100/`` folder copied whole: whole-iteration latencies, draft-head
-and token-tree latencies, and the method they are cited by."""
+and token-tree latencies, two streams sharing the GPU, and the method they are cited by."""
 
 DEVICE_ROWS: tuple[tuple[str, str], ...] = (
     ("RTX 3070 8GB", "Q4_K_M"),

@@ -50,9 +50,7 @@ drifted between processes, a shift of the whole file, not per-step noise).
 
 from __future__ import annotations
 
-import argparse
 import csv
-import json
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -62,6 +60,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from lut_population.derived_json import derive_main
 from lut_population.paths import INPUTS_DIR
 from lut_population.prepare import SERVING_LOOP_DIR, SERVING_STEP_FILES
 
@@ -320,26 +319,9 @@ def derive(data: Path = DATA_DIR) -> dict[str, object]:
     }
 
 
-def render(content: dict[str, object]) -> str:
-    """The derived file's text (stable: sorted keys, two-space indent)."""
-    return json.dumps(content, indent=2, sort_keys=True) + "\n"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Derive the constants; write them (or ``--check`` them against the shipped file)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare, write nothing")
-    parser.add_argument("--data", type=Path, default=DATA_DIR, help="serving-loop copies")
-    parser.add_argument("--out", type=Path, default=OUTPUT, help="derived file to write")
-    args = parser.parse_args(argv)
-    text = render(derive(args.data))
-    print(text, end="")
-    if args.check:
-        same = args.out.is_file() and args.out.read_text(encoding="utf-8") == text
-        print(f"{args.out.name}: {'up to date' if same else 'differs'}", file=sys.stderr)
-        return 0 if same else 1
-    args.out.write_text(text, encoding="utf-8")
-    return 0
+    return derive_main(argv, __doc__.splitlines()[0], DATA_DIR, OUTPUT, derive)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from simulator import load_scenario, run
 from simulator.engine.core import Engine
 from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, SharedGpu
 from simulator.engine.runtime import build_runtime
+from simulator.engine.sharing import SymmetricSharing
 from simulator.engine.tracing import ListTracer
 from simulator.errors import InputError
 from simulator.rng import RandomStreams
@@ -303,7 +304,7 @@ def test_perfect_overlap_runs_lanes_as_if_alone(tmp_path):
 def test_shared_gpu_rates_by_hand():
     """Two memory passes time-slice; a compute pass beside them runs at e."""
     env = simpy.Environment()
-    gpu = SharedGpu(env, 0.5)
+    gpu = SharedGpu(env, SymmetricSharing(0.5))
     ends: dict[str, float] = {}
     gpu.start([(0.004, MEMORY)], lambda: ends.__setitem__("a", env.now))
     gpu.start([(0.002, HOST), (0.004, MEMORY)], lambda: ends.__setitem__("b", env.now))
@@ -466,7 +467,6 @@ ONE = ["0.0,100,11"]
             "scheduler.arbitration.params.unified_admit_factor",
             "keys verify_first_margin",
         ),
-        ("pdv", {"gpu_sharing": "overlap"}, {}, "scheduler.lanes.overlap_efficiency", "0.5"),
         ("pdv", {"overlap_efficiency": 0.8}, {}, "scheduler.lanes.overlap_efficiency", "null"),
         (
             "pdv_unified",

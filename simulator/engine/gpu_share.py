@@ -1,31 +1,29 @@
 """Iterations of several lanes sharing one GPU (``scheduler.lanes.gpu_sharing``).
 
-An iteration is a sequence of segments, each a standalone duration (what
-the LUT gives for it alone on the GPU, or host time) and a class:
+An iteration is a sequence of segments (:class:`~simulator.engine.sharing.Segment`),
+each a standalone duration (what the LUT gives for it alone on the GPU, or
+host time) and a class:
 
 - ``host``: framework time on the CPU before a forward pass (launches,
   Python loops). It never slows down and slows nothing down.
-- ``memory``: a memory-bound pass (draft-model decode steps).
-- ``compute``: a compute-bound pass (prefill, verify).
+- ``memory``: decode steps (a draft model's, or a target's plain decode).
+- ``compute``: a verify or a prefill pass.
 
 With ``serialized`` sharing the replica runs one iteration at a time, so
 each segment runs at its standalone speed. With ``overlap`` sharing the
 lanes run on their own streams and iterations overlap; while they do, each
 GPU segment progresses at the rate
 
-    rate = (1 / n_same) * (e if a segment of the other class runs else 1)
+    rate = (1 / n_same) * (r if a segment of the other class runs else 1)
 
 where ``n_same`` is the number of running GPU segments of its class
 (segments of one class compete for the same unit and time-slice it) and
-``e`` is ``overlap_efficiency`` (0.5 to 1): a memory-bound and a
-compute-bound pass use different units and overlap (NanoFlow, Zhu et al.,
-2024, overlaps compute-, memory- and network-bound operations inside one
-device; Sarathi-Serve, Agrawal et al., OSDI 2024, piggybacks memory-bound
-decodes on compute-bound prefill chunks). ``e = 1`` is perfect overlap (each
-runs as if alone), ``e = 0.5`` none (two overlapping passes finish together
-no sooner than one after the other). How well two real kernels overlap
-depends on the kernels and the GPU; it is configuration, required with
-``overlap``. Energy is the LUT's energy of each pass whatever the overlap.
+``r`` the rate the sharing model (:mod:`simulator.engine.sharing`) gives the
+class beside the other: measured on an H100 by default, where a decode pass
+beside a verify or prefill is starved and the large pass slows a little, or
+a symmetric ``overlap_efficiency`` the user states. With several segments of
+a class running, the first started stands for its class in the model.
+Energy is the LUT's energy of each pass whatever the overlap.
 
 Event-driven: one clock event per segment end; whenever the set of running
 segments changes (a start or an end) the remaining work of every running
@@ -41,23 +39,19 @@ from functools import partial
 import simpy
 
 from simulator.engine.clock import DECISION, call_at
+from simulator.engine.sharing import COMPUTE, HOST, MEMORY, Segment, Sharing
 
-HOST = "host"
-MEMORY = "memory"
-COMPUTE = "compute"
-_GPU_CLASSES = (MEMORY, COMPUTE)
+__all__ = ["COMPUTE", "HOST", "MEMORY", "Segment", "SharedGpu"]
+
 _EPS_S = 1e-12
 """Remaining work below this counts as done (floating-point rounding)."""
-
-Segment = tuple[float, str]
-"""A standalone duration in seconds and its class."""
 
 
 class _Running:
     __slots__ = ("done", "index", "left_s", "rate", "segments")
 
     def __init__(self, segments: Sequence[Segment], done: Callable[[], None]) -> None:
-        self.segments = segments
+        self.segments = [Segment(*segment) for segment in segments]
         self.index = 0
         self.left_s = segments[0][0]
         self.rate = 1.0
@@ -69,15 +63,15 @@ class SharedGpu:
 
     Args:
         env: The simulation's clock.
-        efficiency: ``overlap_efficiency`` (1.0 when iterations never overlap).
+        sharing: The rates of a memory and a compute segment running together.
 
     Attributes:
         busy_s: Time during which at least one iteration ran.
     """
 
-    def __init__(self, env: simpy.Environment, efficiency: float) -> None:
+    def __init__(self, env: simpy.Environment, sharing: Sharing) -> None:
         self.env = env
-        self.efficiency = efficiency
+        self.sharing = sharing
         self.busy_s = 0.0
         self._running: list[_Running] = []
         self._ending: list[_Running] = []
@@ -109,17 +103,19 @@ class SharedGpu:
 
     def _rates(self) -> None:
         counts = {MEMORY: 0, COMPUTE: 0}
+        first: dict[str, Segment] = {}
         for run in self._running:
-            klass = run.segments[run.index][1]
+            segment = run.segments[run.index]
+            klass = segment.klass
             if klass != HOST:
                 counts[klass] += 1
+                first.setdefault(klass, segment)
+        cross = {MEMORY: 1.0, COMPUTE: 1.0}
+        if counts[MEMORY] and counts[COMPUTE]:
+            cross[MEMORY], cross[COMPUTE] = self.sharing.cross(first[MEMORY], first[COMPUTE])
         for run in self._running:
-            klass = run.segments[run.index][1]
-            if klass == HOST:
-                run.rate = 1.0
-                continue
-            other = COMPUTE if klass == MEMORY else MEMORY
-            run.rate = (self.efficiency if counts[other] else 1.0) / counts[klass]
+            klass = run.segments[run.index].klass
+            run.rate = 1.0 if klass == HOST else cross[klass] / counts[klass]
 
     def _reschedule(self) -> None:
         """Step finished segments, then schedule the next segment end."""

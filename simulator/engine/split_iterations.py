@@ -126,10 +126,17 @@ class SplitIterations:
             self.kv.reserve(batch, now)
         segments, energy_j = split.price(kind, batch)
         if not replica.cool:
-            gpu_s = sum(s for s, klass in segments if klass != HOST)
+            gpu_s = sum(segment.duration_s for segment in segments if segment.klass != HOST)
             throttled_s, energy_j = replica.throttled(now, gpu_s, energy_j)
             scale = throttled_s / gpu_s
-            segments = [(s if klass == HOST else s * scale, klass) for s, klass in segments]
+            segments = [
+                segment
+                if segment.klass == HOST
+                else segment._replace(
+                    duration_s=segment.duration_s * scale, pass_s=segment.pass_s * scale
+                )
+                for segment in segments
+            ]
         split.active[LANE_OF_PASS[kind]] += 1
         context = replica.context
         if context.tracing:

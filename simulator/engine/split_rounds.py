@@ -40,9 +40,30 @@ from policies.lanes import (
     VERIFY_PASS,
 )
 from simulator.engine.costs import LaneCosts, PhaseCost
-from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, Segment, SharedGpu
+from simulator.engine.gpu_share import SharedGpu
 from simulator.engine.ragged import batch_context
+from simulator.engine.sharing import (
+    COMPUTE,
+    HOST,
+    MEMORY,
+    PREFILL_KIND,
+    VERIFY_KIND,
+    Segment,
+    Sharing,
+    SymmetricSharing,
+    measured_sharing,
+)
 from simulator.scenario.model import LanesSpec
+
+
+def sharing_of(spec: LanesSpec) -> Sharing:
+    """The sharing model of ``scheduler.lanes``: the stated efficiency, else the H100 measurement.
+
+    Serialized iterations never run together, so their model is never asked.
+    """
+    if spec.overlap_efficiency is not None:
+        return SymmetricSharing(spec.overlap_efficiency)
+    return measured_sharing()
 
 
 class SplitRounds:
@@ -78,8 +99,7 @@ class SplitRounds:
         self.verify_weight = weights.get(VERIFY, 0.0)
         self.prefill = prefill
         self.overlap = spec.gpu_sharing == "overlap"
-        efficiency = spec.overlap_efficiency
-        self.gpu = SharedGpu(env, efficiency if efficiency is not None else 1.0)
+        self.gpu = SharedGpu(env, sharing_of(spec))
         self.host_s = spec.host_overhead_ms / 1000.0
         self.active = {PREFILL_LANE: 0, DECODE_LANE: 0, VERIFY_LANE: 0}
 
@@ -99,18 +119,18 @@ class SplitRounds:
             latency_s, energy_j = self.prefill.gpu_at(
                 sum(req.context for req, _ in batch) / n, n, 1
             )
-            segments = [(2 * host, HOST), (latency_s, COMPUTE)]
+            segments = [Segment(2 * host, HOST), Segment(latency_s, COMPUTE, 0.0, PREFILL_KIND)]
             return [s for s in segments if s[0] > 0], energy_j
         k = max(req.k for req in batch) if n > 1 else batch[0].k
         energy_j = 0.0
         if kind in (DRAFT_PASS, ROUND):
             context = batch_context(batch, self.draft_weight)
             draft_s, draft_j = self.costs.draft.curve(n, 1, gpu_only=True).sum_steps(context, k)
-            segments += [(k * host, HOST), (draft_s, MEMORY)]
+            segments += [Segment(k * host, HOST), Segment(draft_s, MEMORY, draft_s / k, DECODE)]
             energy_j += draft_j
         if kind in (VERIFY_PASS, ROUND):
             context = batch_context(batch, self.verify_weight)
             verify_s, verify_j = self.costs.verify.gpu_at(context, n, k)
-            segments += [(host, HOST), (verify_s, COMPUTE)]
+            segments += [Segment(host, HOST), Segment(verify_s, COMPUTE, 0.0, VERIFY_KIND)]
             energy_j += verify_j
         return [s for s in segments if s[0] > 0], energy_j

@@ -341,7 +341,8 @@ class LanesSpec:
         split_rounds: Whether the arbitration rule splits fused rounds.
         gpu_sharing: ``serialized`` or ``overlap``.
         overlap_efficiency: Rate of each of two overlapping iterations of
-            different bound classes (``overlap`` only).
+            different bound classes (``overlap`` only); None: the sharing
+            measured on an H100 (:mod:`simulator.engine.sharing`).
         host_overhead_ms: Host time per model forward pass.
         drafter: The draft model's LUT (its ``draft_decode`` rows).
         verifier: The target model's LUT (its ``verify`` rows).

@@ -65,13 +65,6 @@ def build_lanes(
             "microbatch split the lane rules do not run",
         )
     overlap = raw["gpu_sharing"] == "overlap"
-    if overlap and raw["overlap_efficiency"] is None:
-        ctx.issue(
-            f"{key}.overlap_efficiency",
-            None,
-            "a number from 0.5 (no overlap) to 1 (perfect overlap) with gpu_sharing overlap",
-            "overlap model without its efficiency",
-        )
     if not overlap and raw["overlap_efficiency"] is not None:
         ctx.issue(
             f"{key}.overlap_efficiency",
