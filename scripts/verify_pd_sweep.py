@@ -67,6 +67,7 @@ from matplotlib.axes import Axes
 
 import policies
 import simulator
+from simulator.devices.engine_profile import BUNDLED_ENGINES, DEFAULT_ENGINE
 from simulator.loading import bounds_text, load_packaged_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +118,7 @@ COLUMNS = (
     "gpu_sharing",
     "overlap_efficiency",
     "k_controller",
+    "engine",
 )
 #: Scenario keys that hold file paths (relative to the scenario file).
 _PATH_LISTS = (
@@ -170,7 +172,11 @@ def _absolute(base_dir: Path, value: str) -> str:
 
 
 def variant_document(
-    base: Mapping[str, Any], base_dir: Path, variant: Variant, num_requests: int | None
+    base: Mapping[str, Any],
+    base_dir: Path,
+    variant: Variant,
+    num_requests: int | None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """The base scenario turned into one variant, every file path made absolute.
 
@@ -179,8 +185,13 @@ def variant_document(
         base_dir: The folder of the scenario file (what its paths resolve against).
         variant: Which loop and which kind of replica.
         num_requests: Closed loop: requests in the table (``None``: the default cap).
+        engine: The engine profile of every target pool (``None``: the scenario's).
     """
     doc = copy.deepcopy(dict(base))
+    if engine is not None:
+        for entry in doc["hardware_profiles"]:
+            if entry.get("type") == "target":
+                entry["engine"] = engine
     for keys in _PATH_LISTS:
         *head, field = keys
         node: Any = doc
@@ -208,6 +219,16 @@ def variant_document(
         doc["scheduler"].pop("arbitration", None)
     doc["scenario_id"] = f"{doc.get('scenario_id', 'verify_pd')}_{variant.name}"
     return doc
+
+
+def _scenario_engine(base: Mapping[str, Any]) -> str:
+    """The engine profile the scenario's target pools run (the default when none is named)."""
+    names = {
+        str(entry.get("engine", DEFAULT_ENGINE))
+        for entry in base["hardware_profiles"]
+        if entry.get("type") == "target"
+    }
+    return ",".join(sorted(names))
 
 
 def _kind(architecture: str) -> str:
@@ -361,6 +382,7 @@ def run_experiment(
     sweep001: bool = False,
     overlap_efficiencies: Sequence[float] = (),
     k_controller: str = STATIC_K_CONTROLLER,
+    engine: str | None = None,
     executor: str = "local",
     workers: int | None = None,
 ) -> pd.DataFrame:
@@ -370,8 +392,11 @@ def run_experiment(
     :data:`OVERLAP_ARCHITECTURES`, one point per efficiency with
     ``gpu_sharing: overlap`` beside its serialized point. ``k_controller`` (a
     k_control registry name) chooses the draft length of every speculative point.
+    ``engine`` (a bundled engine profile name) runs every target pool, lanes or
+    not, under that engine (``None``: the scenario's, by default ``cuda-graph``).
     """
     base = yaml.safe_load(scenario.read_text())
+    engine_name = engine or _scenario_engine(base)
     run_s = None if sweep001 else float(base["simulation"]["until_s"])
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -381,7 +406,7 @@ def run_experiment(
             if not archs:
                 continue
             variant = Variant(f"{loop}_{kind}", loop, kind)
-            doc = variant_document(base, scenario.parent, variant, 10 if sweep001 else None)
+            doc = variant_document(base, scenario.parent, variant, 10 if sweep001 else None, engine)
             if sweep001:
                 doc["workload"]["synthetic"]["output_tokens"] = {"dist": "fixed", "value": 100}
             variant_dir = out_dir / "runs" / variant.name
@@ -423,6 +448,7 @@ def run_experiment(
                             "k_controller": k_controller
                             if label.architecture != "none"
                             else STATIC_K_CONTROLLER,
+                            "engine": engine_name,
                         }
                     )
     frame: pd.DataFrame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
@@ -631,6 +657,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"k in {K_MIN}..{K_MAX} from speculation.k (default: {STATIC_K_CONTROLLER}, "
         "the scenario's fixed k)",
     )
+    parser.add_argument(
+        "--engine",
+        choices=BUNDLED_ENGINES,
+        default=None,
+        help="engine profile of every target pool (default: the scenario's); eager-pytorch "
+        "runs the documents' own engine, every forward pass launched from Python",
+    )
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
@@ -668,6 +701,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep001=args.sweep001,
         overlap_efficiencies=efficiencies,
         k_controller=k_controller,
+        engine=args.engine,
         executor=args.executor,
         workers=args.workers,
     )

@@ -8,6 +8,7 @@ import sys
 
 import pandas as pd
 import pytest
+import yaml
 
 from simulator.scenario import load_scenario
 from tests.commands import run_python
@@ -246,7 +247,7 @@ def _mean_k(out, variant, arch, c, host):
 @pytest.mark.slow
 def test_k_controller_column_names_the_controller_of_every_point(controlled, reduced):
     _, table = controlled
-    assert tuple(table.columns) == vpd.COLUMNS and vpd.COLUMNS[-1] == "k_controller"
+    assert tuple(table.columns) == vpd.COLUMNS and vpd.COLUMNS[-2:] == ("k_controller", "engine")
     assert set(table["k_controller"]) == {"acceptance_feedback"}
     assert set(table["architecture"]) == {"pd", "engine"}
     _, static = reduced
@@ -302,3 +303,32 @@ def test_bad_concurrency_is_refused_before_any_run(value, tmp_path, capsys):
     assert caught.value.code == 2
     assert f"--concurrency: bad value '{value}'" in capsys.readouterr().err
     assert not (tmp_path / "results.csv").exists()
+
+
+@pytest.mark.slow
+def test_the_eager_engine_runs_every_pool_and_is_launch_bound_at_batch_one(reduced, tmp_path):
+    """--engine eager-pytorch: every forward launched from Python, as the documents' engine does."""
+    _, graph = reduced
+    assert set(graph["engine"]) == {"cuda-graph"}  # the scenario names none: the default
+    assert vpd.main(["--reduced", "--engine", "eager-pytorch", "-o", str(tmp_path)]) == 0
+    eager = pd.read_csv(tmp_path / "results.csv")
+    assert set(eager["engine"]) == {"eager-pytorch"}
+    doc = yaml.safe_load((tmp_path / "runs" / "closed_lanes" / "scenario.yaml").read_text())
+    assert {e["engine"] for e in doc["hardware_profiles"] if e["type"] == "target"} == {
+        "eager-pytorch"
+    }
+
+    def throughput(frame: pd.DataFrame, arch: str, c: int) -> float:
+        row = frame[
+            (frame["architecture"] == arch)
+            & (frame["concurrency"] == c)
+            & (frame["host_overhead"] == 0)
+            & (frame["loop"] == "closed")
+            & (frame["accounting"] == "all")
+        ]
+        return float(row["throughput_tok_s"].iloc[0])
+
+    # Batch-1 rounds pay every draft step's launches: less than half the CUDA-graph throughput.
+    assert throughput(eager, "pd", 1) < 0.5 * throughput(graph, "pd", 1)
+    # Batching amortises launches: pdv at C = 8 keeps far more than pd.
+    assert throughput(eager, "pdv", 8) > 3 * throughput(eager, "pd", 8)

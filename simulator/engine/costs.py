@@ -175,17 +175,18 @@ class PhaseCost:
         return IterationCost(latency_ms / 1000.0, energy_mj / 1000.0)
 
     def engine_step(
-        self, gpu_s: float, gpu_j: float, microbatch: float, fanout_k: int
+        self, gpu_s: float, gpu_j: float, microbatch: float, fanout_k: int, repeats: int = 1
     ) -> tuple[float, float]:
         """Return ``(latency_s, energy_j)`` of a step whose GPU work is ``gpu_s`` and ``gpu_j``.
 
         For iterations assembled from several LUT lookups (a chunked-prefill
-        pass): the engine's host, launch and idle-power terms are applied once.
+        pass, a lane's ``repeats`` draft steps): the engine's host, launch and
+        idle-power terms are applied once to the whole step.
         """
         if self.pricer is None:
             return gpu_s, gpu_j
         latency_ms, energy_mj = self.pricer.step(
-            gpu_s * 1000.0, gpu_j * 1000.0, microbatch, fanout_k
+            gpu_s * 1000.0, gpu_j * 1000.0, microbatch, fanout_k, repeats
         )
         return latency_ms / 1000.0, energy_mj / 1000.0
 

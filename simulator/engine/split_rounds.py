@@ -13,8 +13,14 @@ GPU sharing (:mod:`simulator.engine.gpu_share`, ``scheduler.lanes``): with
 ``serialized`` one iteration runs at a time and the rule picks the next one
 at every boundary; with ``overlap`` every idle lane (every request's worker
 under ``baseline``) may start its own iteration and running iterations share
-the GPU. ``host_overhead_ms`` is host time before each model forward pass: a
-prefill (target and draft: two passes), each draft step, each verify.
+the GPU. Each iteration is one step of the replica's engine profile
+(``hardware_profiles[].engine``, :mod:`simulator.engine.step_pricing`): a
+prefill (target and draft passes), a draft iteration (``k`` decode steps of
+the draft model) or a verify pass; the time the engine adds to the GPU work
+(host time, and an eager engine's launches beyond the GPU time) runs as host
+time before the GPU work, and ``host_overhead_ms`` adds a framework's own host
+time before each model forward pass on top (a prefill's two, each draft step,
+each verify).
 
 The kinds of split iterations and the lane each runs on are named in
 :mod:`policies.lanes`; the replica runs them in
@@ -116,21 +122,33 @@ class SplitRounds:
         segments: list[Segment] = []
         n = len(batch)
         if kind == PREFILL_PASS:
-            latency_s, energy_j = self.prefill.gpu_at(
-                sum(req.context for req, _ in batch) / n, n, 1
-            )
-            segments = [Segment(2 * host, HOST), Segment(latency_s, COMPUTE, 0.0, PREFILL_KIND)]
+            gpu_s, gpu_j = self.prefill.gpu_at(sum(req.context for req, _ in batch) / n, n, 1)
+            step_s, energy_j = self.prefill.engine_step(gpu_s, gpu_j, n, 1)
+            segments = [
+                Segment(2 * host + step_s - gpu_s, HOST),
+                Segment(gpu_s, COMPUTE, 0.0, PREFILL_KIND),
+            ]
             return [s for s in segments if s[0] > 0], energy_j
         k = max(req.k for req in batch) if n > 1 else batch[0].k
         energy_j = 0.0
         if kind in (DRAFT_PASS, ROUND):
             context = batch_context(batch, self.draft_weight)
-            draft_s, draft_j = self.costs.draft.curve(n, 1, gpu_only=True).sum_steps(context, k)
-            segments += [Segment(k * host, HOST), Segment(draft_s, MEMORY, draft_s / k, DECODE)]
-            energy_j += draft_j
+            draft = self.costs.draft
+            gpu_s, gpu_j = draft.curve(n, 1, gpu_only=True).sum_steps(context, k)
+            step_s, step_j = draft.engine_step(gpu_s, gpu_j, n, 1, repeats=k)
+            segments += [
+                Segment(k * host + step_s - gpu_s, HOST),
+                Segment(gpu_s, MEMORY, gpu_s / k, DECODE),
+            ]
+            energy_j += step_j
         if kind in (VERIFY_PASS, ROUND):
             context = batch_context(batch, self.verify_weight)
-            verify_s, verify_j = self.costs.verify.gpu_at(context, n, k)
-            segments += [Segment(host, HOST), Segment(verify_s, COMPUTE, 0.0, VERIFY_KIND)]
-            energy_j += verify_j
+            verify = self.costs.verify
+            gpu_s, gpu_j = verify.gpu_at(context, n, k)
+            step_s, step_j = verify.engine_step(gpu_s, gpu_j, n, k)
+            segments += [
+                Segment(host + step_s - gpu_s, HOST),
+                Segment(gpu_s, COMPUTE, 0.0, VERIFY_KIND),
+            ]
+            energy_j += step_j
         return [s for s in segments if s[0] > 0], energy_j

@@ -99,22 +99,33 @@ class StepPricer:
             return [(self.models[0], n * (k + 1))]
         return [(model, n) for model in self.models]
 
-    def host_ms(self, microbatch: float, k: int) -> float:
-        """Host time the step adds (once, or once per forward pass)."""
-        forwards = self._forwards(microbatch, k)
+    def host_ms(self, microbatch: float, k: int, repeats: int = 1) -> float:
+        """Host time the step adds (once, or once per forward pass).
+
+        ``repeats``: the step runs its forward passes that many times (a lane's
+        draft iteration: ``k`` decode steps of the draft model in one step).
+        """
+        forwards = self._forwards(microbatch, k) * repeats
         fit = self.fit
         if self.profile.charged == "per_forward":
             return sum(fit.time_ms(microbatch, sampled) for _, sampled in forwards)
         return fit.time_ms(microbatch, sum(sampled for _, sampled in forwards))
 
-    def launch_ms(self, microbatch: float, k: int) -> float:
+    def launch_ms(self, microbatch: float, k: int, repeats: int = 1) -> float:
         """CPU time of launching the step's forward passes eagerly (0 when it replays a graph)."""
         launch = self.profile.launch
         if launch is None or self.graph_size(microbatch) is not None:
             return 0.0
-        return sum(launch.forward_ms(model) for model, _ in self._forwards(microbatch, k))
+        return repeats * sum(launch.forward_ms(model) for model, _ in self._forwards(microbatch, k))
 
-    def step(self, gpu_ms: float, gpu_mj: float, microbatch: float, k: int) -> tuple[float, float]:
-        """``(latency_ms, energy_mj)`` of the step whose GPU work costs ``gpu_ms`` and ``gpu_mj``."""
-        latency_ms = max(gpu_ms, self.launch_ms(microbatch, k)) + self.host_ms(microbatch, k)
+    def step(
+        self, gpu_ms: float, gpu_mj: float, microbatch: float, k: int, repeats: int = 1
+    ) -> tuple[float, float]:
+        """``(latency_ms, energy_mj)`` of the step whose GPU work costs ``gpu_ms`` and ``gpu_mj``.
+
+        ``repeats``: the step's forward passes run that many times (see :meth:`host_ms`).
+        """
+        latency_ms = max(gpu_ms, self.launch_ms(microbatch, k, repeats)) + self.host_ms(
+            microbatch, k, repeats
+        )
         return latency_ms, gpu_mj + (latency_ms - gpu_ms) * self.idle_power_w / 1000.0
