@@ -36,12 +36,20 @@ which, and ``overlap.png`` plots throughput against the efficiency.
 the Verify-PD documents' controller); the column ``k_controller`` says which
 (``static``: the scenario's fixed k, the default).
 
+``--engine NAME`` runs every target pool, lanes or not, under that engine
+profile (``eager-pytorch``: the documents' own engine, every forward pass
+launched from Python); the column ``engine`` says which. ``--gpu-sharing
+measured`` overlaps the lanes of the points without an ``--overlap``
+efficiency as two CUDA streams measured on an H100 do (column ``gpu_sharing``
+``measured``; ``pdv_unified`` stays serialized).
+
 Usage::
 
     python scripts/verify_pd_sweep.py [--reduced] [--sweep001] [-o DIR]
         [--scenario FILE] [--host-overhead-ms MS] [--loops open,closed]
         [--architectures A,B,...] [--concurrency C,C,...] [--overlap E,E,...]
-        [--k-controller NAME] [--executor local|ray] [--workers N]
+        [--k-controller NAME] [--engine NAME] [--gpu-sharing serialized|measured]
+        [--executor local|ray] [--workers N]
 
 The analysis of the results is in scenarios/verify_pd/README.md.
 """
@@ -155,7 +163,9 @@ class PointLabel:
         architecture: One of :data:`ARCHITECTURES`.
         concurrency: C.
         host_overhead: ``host_overhead_ms`` of the lanes (0 for ``engine`` and ``none``).
-        overlap_efficiency: ``None``: the lanes share the GPU serialized (and
+        gpu_sharing: ``serialized`` or ``measured`` (``gpu_sharing: overlap`` with
+            the H100 measurement) for points without an ``overlap_efficiency``.
+        overlap_efficiency: ``None``: the lanes share the GPU as ``gpu_sharing`` says (and
             ``engine``/``none``, which run one iteration at a time); otherwise
             ``gpu_sharing: overlap`` with this efficiency.
     """
@@ -164,6 +174,7 @@ class PointLabel:
     concurrency: int
     host_overhead: float
     overlap_efficiency: float | None = None
+    gpu_sharing: str = "serialized"
 
 
 def _absolute(base_dir: Path, value: str) -> str:
@@ -236,7 +247,10 @@ def _kind(architecture: str) -> str:
 
 
 def architecture_overrides(
-    architecture: str, host_overhead_ms: float, overlap_efficiency: float | None
+    architecture: str,
+    host_overhead_ms: float,
+    overlap_efficiency: float | None,
+    measured: bool = False,
 ) -> dict[str, Any]:
     """The scenario overrides that select a lane architecture and how its lanes run.
 
@@ -246,8 +260,10 @@ def architecture_overrides(
         architecture: A lane architecture (:data:`LANE_ARCHITECTURES`); ``engine`` and
             ``none`` are set by their variant's scenario and need no overrides.
         host_overhead_ms: Host time per model forward pass.
-        overlap_efficiency: ``None``: ``gpu_sharing: serialized``; otherwise
-            ``gpu_sharing: overlap`` with this ``overlap_efficiency``.
+        overlap_efficiency: ``None``: ``gpu_sharing: serialized`` (or the measured
+            overlap, below); otherwise ``gpu_sharing: overlap`` with this ``overlap_efficiency``.
+        measured: Without an efficiency, ``gpu_sharing: overlap`` with the H100
+            measurement (``pdv_unified``, one worker, stays serialized).
     """
     if architecture not in LANE_ARCHITECTURES:
         return {}
@@ -258,6 +274,8 @@ def architecture_overrides(
     if overlap_efficiency is not None:
         overrides["scheduler.lanes.gpu_sharing"] = "overlap"
         overrides["scheduler.lanes.overlap_efficiency"] = overlap_efficiency
+    elif measured and architecture != "pdv_unified":
+        overrides["scheduler.lanes.gpu_sharing"] = "overlap"
     return overrides
 
 
@@ -293,6 +311,7 @@ def _points(
     cut: bool,
     overlap_efficiencies: Sequence[float] = (),
     k_controller: str = STATIC_K_CONTROLLER,
+    measured: bool = False,
 ) -> list[tuple[PointLabel, dict[str, Any]]]:
     points = []
     for arch in architectures:
@@ -306,7 +325,7 @@ def _points(
                         "scheduler.max_running_requests": c,
                         "scheduler.verify.batching.max_batch": c,
                         "scheduler.prefill.batching.max_batch": c,
-                        **architecture_overrides(arch, host, efficiency),
+                        **architecture_overrides(arch, host, efficiency, measured),
                         **k_controller_overrides(arch, k_controller),
                     }
                     if loop == "open":
@@ -315,7 +334,12 @@ def _points(
                         point["workload.closed_loop.users"] = c
                     if not cut:
                         point["simulation.until_s"] = None
-                    points.append((PointLabel(arch, c, host, efficiency), point))
+                    sharing = (
+                        "measured"
+                        if measured and efficiency is None and arch in OVERLAP_ARCHITECTURES
+                        else "serialized"
+                    )
+                    points.append((PointLabel(arch, c, host, efficiency, sharing), point))
     return points
 
 
@@ -383,6 +407,7 @@ def run_experiment(
     overlap_efficiencies: Sequence[float] = (),
     k_controller: str = STATIC_K_CONTROLLER,
     engine: str | None = None,
+    measured_sharing: bool = False,
     executor: str = "local",
     workers: int | None = None,
 ) -> pd.DataFrame:
@@ -394,6 +419,8 @@ def run_experiment(
     k_control registry name) chooses the draft length of every speculative point.
     ``engine`` (a bundled engine profile name) runs every target pool, lanes or
     not, under that engine (``None``: the scenario's, by default ``cuda-graph``).
+    ``measured_sharing`` runs the lanes of every point without an efficiency
+    overlapped as the H100 measurement says (``gpu_sharing`` column ``measured``).
     """
     base = yaml.safe_load(scenario.read_text())
     engine_name = engine or _scenario_engine(base)
@@ -421,6 +448,7 @@ def run_experiment(
                 cut=not sweep001,
                 overlap_efficiencies=overlap_efficiencies,
                 k_controller=k_controller,
+                measured=measured_sharing,
             )
             points = [point for _, point in labelled]
             table = simulator.sweep(
@@ -432,7 +460,8 @@ def run_experiment(
             for (_, row), (label, _) in zip(table.iterrows(), labelled, strict=True):
                 if row["status"] != "ok":
                     raise RuntimeError(f"{variant.name} point {row['point']}: {row['error']}")
-                requests = pd.read_csv(variant_dir / "sweep" / row["run_dir"] / "requests.csv")
+                run_dir = variant_dir / "sweep" / row["run_dir"]
+                requests = pd.read_csv(run_dir / "requests.csv")
                 overlap = label.overlap_efficiency is not None
                 for accounting, figures in accountings(requests, run_s).items():
                     rows.append(
@@ -443,7 +472,7 @@ def run_experiment(
                             "loop": loop,
                             "accounting": accounting,
                             **figures,
-                            "gpu_sharing": "overlap" if overlap else "serialized",
+                            "gpu_sharing": "overlap" if overlap else label.gpu_sharing,
                             "overlap_efficiency": label.overlap_efficiency if overlap else math.nan,
                             "k_controller": k_controller
                             if label.architecture != "none"
@@ -459,15 +488,16 @@ def run_experiment(
 def write_outputs(frame: pd.DataFrame, out_dir: Path) -> None:
     """Write ``results.csv``, ``results.md`` and the figures.
 
-    ``throughput.png`` and ``p95.png`` show the serialized points; when the frame
-    has overlap points, ``overlap.png`` shows them against the efficiency.
+    ``throughput.png`` and ``p95.png`` show the points without an efficiency
+    (serialized, or the measured sharing); when the frame has overlap points,
+    ``overlap.png`` shows them against the efficiency.
     """
     frame.to_csv(out_dir / "results.csv", index=False, float_format="%.6g", lineterminator="\n")
     (out_dir / "results.md").write_text(markdown_table(frame))
     if (frame["gpu_sharing"] == "overlap").any():
         plot_overlap(frame).savefig(out_dir / "overlap.png", dpi=110)
         plt.close("all")
-    serialized = frame[frame["gpu_sharing"] == "serialized"]
+    serialized = frame[frame["gpu_sharing"] != "overlap"]
     for metric, name in (("throughput_tok_s", "throughput"), ("p95_ms", "p95")):
         panels = serialized.groupby(["loop", "host_overhead", "accounting"], sort=True)
         rows = serialized["loop"].nunique()
@@ -664,6 +694,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="engine profile of every target pool (default: the scenario's); eager-pytorch "
         "runs the documents' own engine, every forward pass launched from Python",
     )
+    parser.add_argument(
+        "--gpu-sharing",
+        choices=("serialized", "measured"),
+        default="serialized",
+        help="how lanes share the GPU at points without an --overlap efficiency: one iteration "
+        "at a time, or overlapped as two CUDA streams measured on an H100",
+    )
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
@@ -702,6 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         overlap_efficiencies=efficiencies,
         k_controller=k_controller,
         engine=args.engine,
+        measured_sharing=args.gpu_sharing == "measured",
         executor=args.executor,
         workers=args.workers,
     )

@@ -184,6 +184,29 @@ def test_architecture_overrides_name_the_lane_keys_in_one_place():
     overlap = vpd.architecture_overrides("pd", 0.0, 0.7)
     assert overlap["scheduler.lanes.gpu_sharing"] == "overlap"
     assert overlap["scheduler.lanes.overlap_efficiency"] == 0.7
+    # Measured sharing: overlap without an efficiency; the one-worker rule stays serialized.
+    measured = vpd.architecture_overrides("pdv", 0.0, None, measured=True)
+    assert measured["scheduler.lanes.gpu_sharing"] == "overlap"
+    assert "scheduler.lanes.overlap_efficiency" not in measured
+    assert "scheduler.lanes.gpu_sharing" not in vpd.architecture_overrides(
+        "pdv_unified", 0.0, None, measured=True
+    )
+
+
+@pytest.mark.slow
+def test_measured_sharing_runs_the_lanes_overlapped_and_says_so(reduced, tmp_path):
+    assert vpd.main(["--reduced", "--gpu-sharing", "measured", "-o", str(tmp_path)]) == 0
+    measured = pd.read_csv(tmp_path / "results.csv")
+    assert set(measured["gpu_sharing"]) == {"measured"}  # pd and pdv
+    assert measured["overlap_efficiency"].isna().all()
+    _, serialized = reduced
+    key = ["architecture", "concurrency", "host_overhead", "loop", "accounting"]
+    both = measured.merge(serialized, on=key, suffixes=("_m", "_s"))
+    # At C = 1 one iteration runs at a time either way; pdv at C = 8 overlaps its lanes.
+    one = both[both["concurrency"] == 1]
+    assert (one["throughput_tok_s_m"] == one["throughput_tok_s_s"]).all()
+    pdv8 = both[(both["architecture"] == "pdv") & (both["concurrency"] == 8)]
+    assert (pdv8["throughput_tok_s_m"] != pdv8["throughput_tok_s_s"]).any()
 
 
 @pytest.mark.parametrize("value", ["0.4", "1.5", "x"])
