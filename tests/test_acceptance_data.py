@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +12,7 @@ import yaml
 
 from simulator.acceptance import IidModel, PositionalModel, load_acceptance_model
 from simulator.acceptance.protocol import RequestTraits
+from tests.acceptance_fixtures import load_derive, shipped
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCEPTANCE = ROOT / "acceptance"
@@ -31,16 +30,7 @@ SPECBENCH_CURVES = (
 
 @pytest.fixture(scope="module")
 def derive() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("acceptance_derive", ACCEPTANCE / "derive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def shipped() -> list[Path]:
-    return sorted(ACCEPTANCE.glob("*.yaml"))
+    return load_derive()
 
 
 def raw(name: str) -> dict:

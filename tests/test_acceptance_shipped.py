@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +11,7 @@ import numpy as np
 import pytest
 
 from simulator.acceptance import IidModel, PerKModel, PositionalModel, load_acceptance_model
+from tests.acceptance_fixtures import load_derive, shipped
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCEPTANCE = ROOT / "acceptance"
@@ -21,16 +20,7 @@ INPUTS = ACCEPTANCE / "inputs"
 
 @pytest.fixture(scope="module")
 def derive() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("acceptance_derive", ACCEPTANCE / "derive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def shipped() -> list[Path]:
-    return sorted(ACCEPTANCE.glob("*.yaml"))
+    return load_derive()
 
 
 def test_derive_reproduces_every_committed_curve(derive: ModuleType) -> None:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from simulator.acceptance.grid import BinGrid
-from simulator.acceptance.info import CurveInfo
+from simulator.acceptance.info import CurveInfo, DescribedCurve
 from simulator.acceptance.protocol import AcceptanceModel, RequestTraits, UniformSource
 from simulator.acceptance.spread import level_of, spread_survival
 
@@ -53,7 +53,7 @@ def _check_k(k: int) -> None:
         raise ValueError(f"draft length k must be >= 0, got {k}")
 
 
-class BinnedModel(Generic[BinT]):
+class BinnedModel(DescribedCurve, Generic[BinT]):
     """An acceptance model defined bin by bin through survival curves.
 
     Subclasses set :attr:`kind` and implement :meth:`bin_survival`.
@@ -130,16 +130,6 @@ class BinnedModel(Generic[BinT]):
         if view is None:
             view = self._views[key] = SpreadView(base, concentration, level)
         return view
-
-    @property
-    def name(self) -> str:
-        """The curve's name."""
-        return self.info.name
-
-    @property
-    def method(self) -> str:
-        """The speculation method the curve describes."""
-        return self.info.method
 
     def bin_survival(self, index: int, k: int) -> tuple[float, ...]:
         """Return ``(P(A >= 1), ..., P(A >= k))`` for bin ``index`` (non-increasing).

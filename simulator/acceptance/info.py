@@ -123,3 +123,23 @@ def curve_info(document: Mapping[str, Any], file: Path) -> CurveInfo:
         derivation=str(document.get("derivation", "")),
         notes=str(document.get("notes", "")),
     )
+
+
+class DescribedCurve:
+    """What every acceptance model says of itself: its :class:`CurveInfo`, name and method.
+
+    Attributes:
+        info: The curve's descriptive fields (set by the subclass's constructor).
+    """
+
+    info: CurveInfo
+
+    @property
+    def name(self) -> str:
+        """The curve's name."""
+        return self.info.name
+
+    @property
+    def method(self) -> str:
+        """The speculation method the curve describes."""
+        return self.info.method

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.acceptance.info import CurveInfo, curve_info
+from simulator.acceptance.info import CurveInfo, DescribedCurve, curve_info
 from simulator.acceptance.protocol import AcceptanceModel, RequestTraits, UniformSource
 from simulator.acceptance.replay_log import ReplayLog, read_replay_log
 from simulator.errors import Issue, make_issue
@@ -59,23 +59,13 @@ def _histogram(steps: Sequence[int], draft_length: int) -> tuple[int, ...]:
     return tuple(counts)
 
 
-class _Answers:
+class _Answers(DescribedCurve):
     """What a replayed model and its sessions share: name, info, draft length, checks."""
 
     def __init__(self, info: CurveInfo, draft_length: int, temperature: float) -> None:
         self.info = info
         self.draft_length = draft_length
         self.temperature = temperature
-
-    @property
-    def name(self) -> str:
-        """The curve's name."""
-        return self.info.name
-
-    @property
-    def method(self) -> str:
-        """The speculation method the curve describes."""
-        return self.info.method
 
     @property
     def temperatures(self) -> tuple[float, ...]:
