@@ -400,3 +400,25 @@ def test_the_acceptance_figure_scenarios_load(tmp_path: Path) -> None:
             loaded = load_scenario(path).speculation
             assert loaded.temperature == drafter.temperature
             assert loaded.acceptance_conversion == drafter.conversion
+
+
+@pytest.mark.slow
+def test_from_curve_takes_the_curves_fitted_spread(tmp_path: Path) -> None:
+    """request_spread from_curve: each request drafts at its level of the curve's own Beta."""
+    spreads = {}
+    for choice in ("none", "from_curve"):
+        path = write_scenario(
+            tmp_path,
+            mode="fused",
+            workload=synthetic(150, 2.0, 100, 300),
+            extra={"speculation.request_spread": choice},
+        )
+        write_curve(
+            tmp_path / "acc.yaml",
+            request_spread={"distribution": "beta", "concentration": 2.0, "fitted_to": "test"},
+        )
+        requests = run(load_scenario(path)).requests
+        done = requests[requests["verify_rounds"] > 0]
+        spreads[choice] = ((done["generated_tokens"] - 1) / done["verify_rounds"]).std()
+    # Without a spread requests differ only by sampling; with the curve's c = 2, far more.
+    assert spreads["from_curve"] > 2 * spreads["none"]
