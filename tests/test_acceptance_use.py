@@ -422,3 +422,19 @@ def test_from_curve_takes_the_curves_fitted_spread(tmp_path: Path) -> None:
         spreads[choice] = ((done["generated_tokens"] - 1) / done["verify_rounds"]).std()
     # Without a spread requests differ only by sampling; with the curve's c = 2, far more.
     assert spreads["from_curve"] > 2 * spreads["none"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("request_spread", 2.0), ("acceptance_conversion", "tree_as_chain")],
+)
+def test_acceptance_keys_are_refused_where_nothing_speculates(
+    tmp_path: Path, key: str, value: object
+) -> None:
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=synthetic(3, 1.0, 10, 10),
+        extra={f"speculation.{key}": value},
+    )
+    assert f"speculation.{key}: setting that would have no effect" in refusal(path)
