@@ -48,6 +48,12 @@ class _Prepared(NamedTuple):
     expected: float
 
 
+def check_sample_count(n: int) -> None:
+    """Refuse a negative number of draws (``sample_accepted_many``)."""
+    if n < 0:
+        raise ValueError(f"sample count n must be >= 0, got {n}")
+
+
 def _check_k(k: int) -> None:
     if k < 0:
         raise ValueError(f"draft length k must be >= 0, got {k}")
@@ -202,8 +208,7 @@ class BinnedModel(DescribedCurve, Generic[BinT]):
         temperature: float = 0.0,
     ) -> np.ndarray:
         """Draw ``n`` values of A; equal to ``n`` calls of :meth:`sample_accepted` on ``rng``."""
-        if n < 0:
-            raise ValueError(f"sample count n must be >= 0, got {n}")
+        check_sample_count(n)
         prepared = self._prepare(k, context_len, temperature)
         uniforms = rng.random(n)
         return np.searchsorted(prepared.negated_array, -uniforms, side="left").astype(np.int64)

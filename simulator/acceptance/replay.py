@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.acceptance.binned import check_sample_count
 from simulator.acceptance.info import CurveInfo, DescribedCurve, curve_info
 from simulator.acceptance.protocol import AcceptanceModel, RequestTraits, UniformSource
 from simulator.acceptance.replay_log import ReplayLog, read_replay_log
@@ -219,8 +220,7 @@ class ReplayModel(_Answers):
     ) -> np.ndarray:
         """Draw ``n`` values; equal to ``n`` calls of :meth:`sample_accepted` on ``rng``."""
         self.check_k(k)
-        if n < 0:
-            raise ValueError(f"sample count n must be >= 0, got {n}")
+        check_sample_count(n)
         steps = self._steps_array
         index = np.minimum((rng.random(n) * len(steps)).astype(np.int64), len(steps) - 1)
         return np.minimum(steps[index], k)
@@ -309,8 +309,7 @@ class ReplaySession(_Answers):
     ) -> np.ndarray:
         """Return the next ``n`` steps, as ``n`` calls of :meth:`sample_accepted` would."""
         self.check_k(k)
-        if n < 0:
-            raise ValueError(f"sample count n must be >= 0, got {n}")
+        check_sample_count(n)
         return np.fromiter(
             (self.sample_accepted(k, context_len, rng) for _ in range(n)), np.int64, count=n
         )

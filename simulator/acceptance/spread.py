@@ -17,7 +17,6 @@ per verify, a convex function of its rates, is on average above the curve's
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -111,8 +110,3 @@ def concentration_for(choice: str | float, info: CurveInfo) -> float | None:
             raise ValueError(f"acceptance curve {info.name!r} has no fitted request_spread")
         return fitted.concentration
     return float(choice)
-
-
-def spread_sd(rate: float, concentration: float) -> float:
-    """Return the standard deviation of a request's rate around ``rate`` (continuous Beta)."""
-    return math.sqrt(rate * (1.0 - rate) / (concentration + 1.0))
