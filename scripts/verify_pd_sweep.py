@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -127,7 +128,12 @@ COLUMNS = (
     "overlap_efficiency",
     "k_controller",
     "engine",
+    "gpu_utilization",
+    "gpu_kernel_active",
+    "gpu_work_rate",
 )
+#: The columns read from a run's ``summary.json`` ``resources`` (the same in both accountings).
+RESOURCE_COLUMNS = ("gpu_utilization", "gpu_kernel_active", "gpu_work_rate")
 #: Scenario keys that hold file paths (relative to the scenario file).
 _PATH_LISTS = (
     ("hardware_profiles", "profile"),
@@ -462,6 +468,11 @@ def run_experiment(
                     raise RuntimeError(f"{variant.name} point {row['point']}: {row['error']}")
                 run_dir = variant_dir / "sweep" / row["run_dir"]
                 requests = pd.read_csv(run_dir / "requests.csv")
+                resources = json.loads((run_dir / "summary.json").read_text())["resources"]
+                gpu = {
+                    name: math.nan if resources[name] is None else resources[name]
+                    for name in RESOURCE_COLUMNS
+                }
                 overlap = label.overlap_efficiency is not None
                 for accounting, figures in accountings(requests, run_s).items():
                     rows.append(
@@ -478,6 +489,7 @@ def run_experiment(
                             if label.architecture != "none"
                             else STATIC_K_CONTROLLER,
                             "engine": engine_name,
+                            **gpu,
                         }
                     )
     frame: pd.DataFrame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))

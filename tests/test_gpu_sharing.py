@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 import simpy
+import yaml
 
 from lut_population import stream_sharing
 from simulator import load_scenario
 from simulator.engine.gpu_share import SharedGpu
 from simulator.engine.sharing import (
     COMPUTE,
+    HOST,
     MEMORY,
     PREFILL_KIND,
     Segment,
@@ -116,3 +118,54 @@ def test_overlap_without_an_efficiency_runs_the_measured_sharing(tmp_path: Path)
     )
     path = _scenario(tmp_path, "pdv", THREE, gpu_sharing="overlap")
     assert load_scenario(path).scheduler.lanes.overlap_efficiency is None
+
+
+def test_host_segments_of_lanes_take_turns_on_one_thread() -> None:
+    """Two lanes' host segments share the replica's one host thread; a GPU pass runs beside."""
+    env = simpy.Environment()
+    gpu = SharedGpu(env, SymmetricSharing(1.0))
+    ends: dict[str, float] = {}
+    gpu.start([Segment(0.004, HOST, 0.0, "")], lambda: ends.__setitem__("a", env.now))
+    gpu.start([Segment(0.004, HOST, 0.0, "")], lambda: ends.__setitem__("b", env.now))
+    gpu.start([Segment(0.003, COMPUTE, 0.0, "verify")], lambda: ends.__setitem__("c", env.now))
+    env.run()
+    assert ends["a"] == ends["b"] == pytest.approx(0.008)  # half speed each
+    assert ends["c"] == pytest.approx(0.003)  # host time never slows the GPU
+
+
+def test_the_gpu_clocks_separate_host_time_and_count_work_at_standalone_speed() -> None:
+    """busy counts host time; active only GPU passes; work each pass at its standalone speed."""
+    env = simpy.Environment()
+    gpu = SharedGpu(env, measured_sharing())
+    gpu.start([Segment(0.002, HOST, 0.0, ""), Segment(0.010, COMPUTE, 0.0, "verify")], lambda: None)
+    gpu.start([Segment(0.001, MEMORY, 0.0, "decode")], lambda: None)
+    env.run()
+    clocks = gpu.time
+    # 0-1 ms the decode runs beside the other lane's host time; 1-2 ms only host
+    # time runs (the GPU idles); 2-12 ms the verify runs alone.
+    assert env.now == pytest.approx(0.012)
+    assert clocks.busy_s == pytest.approx(0.012)
+    assert clocks.active_s == pytest.approx(0.011)
+    # Work done is exactly the passes' standalone times, however they overlapped.
+    assert clocks.work_s == pytest.approx(0.011)
+    env = simpy.Environment()
+    gpu = SharedGpu(env, measured_sharing())
+    gpu.start([Segment(0.002, HOST, 0.0, ""), Segment(0.003, MEMORY, 0.0, "decode")], lambda: None)
+    env.run()
+    assert gpu.time == pytest.approx((0.005, 0.003, 0.003))
+
+
+def test_summaries_report_kernel_activity_of_lane_replicas_only(tmp_path: Path) -> None:
+    """A lane run's gpu_kernel_active leaves out host time; a run without lanes has none."""
+    from simulator.runner import run
+
+    path = _scenario(tmp_path / "lanes", "pdv", THREE, gpu_sharing="overlap", host_overhead_ms=3.0)
+    resources = run(load_scenario(path)).summary["resources"]
+    assert 0 < resources["gpu_kernel_active"] < resources["gpu_utilization"] <= 1
+    assert resources["gpu_work_rate"] >= resources["gpu_kernel_active"] * 0.99
+    plain = _scenario(tmp_path / "plain", "prefill_first", THREE)
+    document = yaml.safe_load(plain.read_text())
+    del document["scheduler"]["lanes"]
+    plain.write_text(yaml.safe_dump(document))
+    resources = run(load_scenario(plain)).summary["resources"]
+    assert resources["gpu_kernel_active"] is None and resources["gpu_work_rate"] is None

@@ -410,6 +410,7 @@ class Engine:
             timeseries=tuple(self.sampler.rows),
             simulated_s=now,
             replica_busy_s=tuple(r.busy_s for r in replicas),
+            replica_gpu_time=tuple(r.gpu_time for r in replicas),
             replica_pools=pools,
             replica_gpus=tuple(r.gpus for r in replicas),
             replica_energy_j=tuple(r.energy_j for r in replicas),

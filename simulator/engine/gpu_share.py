@@ -5,7 +5,10 @@ each a standalone duration (what the LUT gives for it alone on the GPU, or
 host time) and a class:
 
 - ``host``: framework time on the CPU before a forward pass (launches,
-  Python loops). It never slows down and slows nothing down.
+  Python loops). It slows no GPU segment down and no GPU segment slows it;
+  the replica's host work runs on one thread (a serving process, or the
+  Python interpreter lock of lanes launched from Python threads), so host
+  segments of several lanes time-slice it like segments of one GPU class.
 - ``memory``: decode steps (a draft model's, or a target's plain decode).
 - ``compute``: a verify or a prefill pass.
 
@@ -16,7 +19,7 @@ GPU segment progresses at the rate
 
     rate = (1 / n_same) * (r if a segment of the other class runs else 1)
 
-where ``n_same`` is the number of running GPU segments of its class
+where ``n_same`` is the number of running segments of its class
 (segments of one class compete for the same unit and time-slice it) and
 ``r`` the rate the sharing model (:mod:`simulator.engine.sharing`) gives the
 class beside the other: measured on an H100 by default, where a decode pass
@@ -24,6 +27,14 @@ beside a verify or prefill is starved and the large pass slows a little, or
 a symmetric ``overlap_efficiency`` the user states. With several segments of
 a class running, the first started stands for its class in the model.
 Energy is the LUT's energy of each pass whatever the overlap.
+
+Three clocks say how busy the GPU was (:class:`GpuTime`): ``busy_s``, time
+during which an iteration ran (host segments included); ``active_s``, time
+during which a GPU segment ran (what ``nvidia-smi`` reports as utilisation:
+some kernel executing); and ``work_s``, the GPU segments' progress counted
+at their standalone speed (a segment slowed to half its speed for a second
+adds half a second), so ``work_s / active_s`` is how much faster than one
+pass alone the overlapping passes got through their work together.
 
 Event-driven: one clock event per segment end; whenever the set of running
 segments changes (a start or an end) the remaining work of every running
@@ -35,16 +46,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import NamedTuple
 
 import simpy
 
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.sharing import COMPUTE, HOST, MEMORY, Segment, Sharing
 
-__all__ = ["COMPUTE", "HOST", "MEMORY", "Segment", "SharedGpu"]
+__all__ = ["COMPUTE", "HOST", "MEMORY", "GpuTime", "Segment", "SharedGpu"]
 
 _EPS_S = 1e-12
 """Remaining work below this counts as done (floating-point rounding)."""
+
+
+class GpuTime(NamedTuple):
+    """How busy a shared GPU was so far (see the module docstring).
+
+    Attributes:
+        busy_s: Time during which an iteration ran, host segments included.
+        active_s: Time during which at least one GPU segment ran.
+        work_s: GPU segments' progress at their standalone speed.
+    """
+
+    busy_s: float
+    active_s: float
+    work_s: float
 
 
 class _Running:
@@ -67,16 +93,25 @@ class SharedGpu:
 
     Attributes:
         busy_s: Time during which at least one iteration ran.
+        active_s: Time during which at least one GPU segment ran.
+        work_s: GPU segments' progress at their standalone speed.
     """
 
     def __init__(self, env: simpy.Environment, sharing: Sharing) -> None:
         self.env = env
         self.sharing = sharing
         self.busy_s = 0.0
+        self.active_s = 0.0
+        self.work_s = 0.0
         self._running: list[_Running] = []
         self._ending: list[_Running] = []
         self._last_s = 0.0
         self._generation = 0
+
+    @property
+    def time(self) -> GpuTime:
+        """The three busy clocks so far."""
+        return GpuTime(self.busy_s, self.active_s, self.work_s)
 
     @property
     def running(self) -> int:
@@ -97,25 +132,32 @@ class SharedGpu:
         elapsed = now - self._last_s
         if elapsed > 0 and self._running:
             self.busy_s += elapsed
+            gpu_rate = 0.0
+            active = False
             for run in self._running:
                 run.left_s -= elapsed * run.rate
+                if run.segments[run.index].klass != HOST:
+                    active = True
+                    gpu_rate += run.rate
+            if active:
+                self.active_s += elapsed
+                self.work_s += elapsed * gpu_rate
         self._last_s = now
 
     def _rates(self) -> None:
-        counts = {MEMORY: 0, COMPUTE: 0}
+        counts = {HOST: 0, MEMORY: 0, COMPUTE: 0}
         first: dict[str, Segment] = {}
         for run in self._running:
             segment = run.segments[run.index]
             klass = segment.klass
-            if klass != HOST:
-                counts[klass] += 1
-                first.setdefault(klass, segment)
-        cross = {MEMORY: 1.0, COMPUTE: 1.0}
+            counts[klass] += 1
+            first.setdefault(klass, segment)
+        cross = {HOST: 1.0, MEMORY: 1.0, COMPUTE: 1.0}
         if counts[MEMORY] and counts[COMPUTE]:
             cross[MEMORY], cross[COMPUTE] = self.sharing.cross(first[MEMORY], first[COMPUTE])
         for run in self._running:
             klass = run.segments[run.index].klass
-            run.rate = 1.0 if klass == HOST else cross[klass] / counts[klass]
+            run.rate = cross[klass] / counts[klass]
 
     def _reschedule(self) -> None:
         """Step finished segments, then schedule the next segment end."""

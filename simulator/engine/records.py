@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from simulator.engine.gpu_share import GpuTime
 from simulator.engine.usage import ClassUsage
 
 
@@ -134,6 +135,8 @@ class EngineOutput:
     network_bytes: dict[str, float]
     device_classes: tuple[ClassUsage, ...] = ()
     """Per device class: busy time, energy, idle power and price (scenario order)."""
+    replica_gpu_time: tuple[GpuTime | None, ...] = ()
+    """Per replica that runs lanes, its shared GPU's busy clocks (``None`` otherwise)."""
     in_flight: tuple[InFlight, ...] = ()
     """Requests arrived and unfinished when the run stopped: the records a what-if
     window of another configuration starting at ``simulated_s`` continues from."""

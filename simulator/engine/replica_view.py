@@ -19,6 +19,7 @@ import simpy
 
 from simulator.devices.model import Availability
 from simulator.engine.costs import ReplicaCosts
+from simulator.engine.gpu_share import GpuTime
 from simulator.engine.heat import Heat
 from simulator.engine.kv import KvPool
 from simulator.engine.lifecycle import RequestLifecycle, ServerContext, Speculator
@@ -117,8 +118,8 @@ class ReplicaView(Protocol):
         """Count a decode run of ``iterations`` iterations over ``reqs``."""
         ...
 
-    def account_split(self, busy_s: float, energy_j: float, reqs: list[RequestState]) -> None:
-        """Count a split iteration: the shared GPU's busy time so far, its energy."""
+    def account_split(self, gpu: GpuTime, energy_j: float, reqs: list[RequestState]) -> None:
+        """Count a split iteration: the shared GPU's busy clocks so far, its energy."""
         ...
 
     def throttled(self, start_s: float, latency_s: float, energy_j: float) -> tuple[float, float]:

@@ -157,7 +157,7 @@ class SplitIterations:
         now = replica.env.now
         split.active[LANE_OF_PASS[kind]] -= 1
         reqs = [item[0] for item in batch] if kind == PREFILL_PASS else batch
-        replica.account_split(split.gpu.busy_s, energy_j, reqs)
+        replica.account_split(split.gpu.time, energy_j, reqs)
         context = replica.context
         if context.tracing:
             context.tracer.event(

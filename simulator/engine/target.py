@@ -74,6 +74,7 @@ from policies.views import QueuedItem
 from simulator.devices.model import Availability
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.decode_runs import DecodeRuns
+from simulator.engine.gpu_share import GpuTime
 from simulator.engine.heat import Heat
 from simulator.engine.kv import KvPool
 from simulator.engine.lifecycle import ServerContext
@@ -146,6 +147,8 @@ class TargetReplica:
         """Predicted batch-1 prefill time of the requests admitted to it and not yet
         prefilled (kept by the engine only for admission policies that predict TTFT)."""
         self.busy_s = 0.0
+        self.gpu_time: GpuTime | None = None
+        """A lane replica's shared-GPU clocks (``None``: its iterations are not split)."""
         self.energy_j = 0.0
         self.iterations = 0
         self.tokens_out = 0
@@ -433,9 +436,10 @@ class TargetReplica:
         for req in reqs:
             req.target_energy_j += share
 
-    def account_split(self, busy_s: float, energy_j: float, reqs: list[RequestState]) -> None:
-        """Count a split iteration: the shared GPU's busy time so far, its energy."""
-        self.busy_s = busy_s
+    def account_split(self, gpu: GpuTime, energy_j: float, reqs: list[RequestState]) -> None:
+        """Count a split iteration: the shared GPU's busy clocks so far, its energy."""
+        self.busy_s = gpu.busy_s
+        self.gpu_time = gpu
         self.energy_j += energy_j
         self.iterations += 1
         share = energy_j / len(reqs)

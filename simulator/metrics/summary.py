@@ -31,12 +31,13 @@ Definitions (all documented in ``summary.schema.json`` too):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from simulator.engine.gpu_share import GpuTime
 from simulator.engine.records import EngineOutput
 from simulator.errors import NonFiniteResult
 from simulator.metrics.energy_cost import cost_section, energy_section
@@ -369,6 +370,7 @@ def summarise(
                 else None
                 for pool in sorted(set(output.replica_pools))
             },
+            **lane_gpu_clocks(output.replica_gpu_time, held),
             "kv_occupancy_mean": float(np.mean(output.kv_occupancy_mean))
             if output.kv_occupancy_mean
             else None,
@@ -381,6 +383,29 @@ def summarise(
     }
     cleaned: dict[str, Any] = _clean(summary)
     return cleaned
+
+
+def lane_gpu_clocks(
+    gpu_time: Sequence[GpuTime | None], held_s: np.ndarray
+) -> dict[str, float | None]:
+    """``gpu_kernel_active`` and ``gpu_work_rate`` over the replicas that run lanes.
+
+    ``gpu_kernel_active``: the share of their held time during which a GPU pass
+    ran (what ``nvidia-smi`` reports as utilisation: some kernel executing;
+    host time, when the engine launches from the CPU, does not count).
+    ``gpu_work_rate``: the GPU work they got through per held second, each pass
+    counted at its standalone (LUT) speed; above ``gpu_kernel_active`` when
+    overlapping passes progressed faster together than one alone. ``None``
+    when no replica runs lanes (only a lane replica's iterations are split into
+    host and GPU segments; ``gpu_utilization`` covers every replica).
+    """
+    lanes = [i for i, clocks in enumerate(gpu_time) if clocks is not None]
+    held = float(held_s[lanes].sum()) if lanes else 0.0
+    if held <= 0:
+        return {"gpu_kernel_active": None, "gpu_work_rate": None}
+    active = sum(clocks.active_s for clocks in gpu_time if clocks is not None)
+    work = sum(clocks.work_s for clocks in gpu_time if clocks is not None)
+    return {"gpu_kernel_active": active / held, "gpu_work_rate": work / held}
 
 
 def _clean(value: Any, where: str = "") -> Any:
