@@ -36,6 +36,12 @@ which, and ``overlap.png`` plots throughput against the efficiency.
 the Verify-PD documents' controller); the column ``k_controller`` says which
 (``static``: the scenario's fixed k, the default).
 
+``--workload azure_conv`` resamples prompt and output lengths from the Azure
+conversation trace (a mixed workload; column ``workload``). Every row also has
+the completed requests' TPOT percentiles (``tpot_p95_ms``, ``tpot_p99_ms``) and
+the run's ``resources`` figures (``gpu_utilization``, host time included;
+``gpu_kernel_active`` and ``gpu_work_rate``, lane architectures only).
+
 ``--engine NAME`` runs every target pool, lanes or not, under that engine
 profile (``eager-pytorch``: the documents' own engine, every forward pass
 launched from Python); the column ``engine`` says which. ``--gpu-sharing
@@ -49,6 +55,7 @@ Usage::
         [--scenario FILE] [--host-overhead-ms MS] [--loops open,closed]
         [--architectures A,B,...] [--concurrency C,C,...] [--overlap E,E,...]
         [--k-controller NAME] [--engine NAME] [--gpu-sharing serialized|measured]
+        [--workload fixed|azure_conv]
         [--executor local|ray] [--workers N]
 
 The analysis of the results is in scenarios/verify_pd/README.md.
@@ -124,16 +131,22 @@ COLUMNS = (
     "throughput_tok_s",
     "p95_ms",
     "p99_ms",
+    "tpot_p95_ms",
+    "tpot_p99_ms",
     "gpu_sharing",
     "overlap_efficiency",
     "k_controller",
     "engine",
+    "workload",
     "gpu_utilization",
     "gpu_kernel_active",
     "gpu_work_rate",
 )
 #: The columns read from a run's ``summary.json`` ``resources`` (the same in both accountings).
 RESOURCE_COLUMNS = ("gpu_utilization", "gpu_kernel_active", "gpu_work_rate")
+#: ``--workload``: the scenario's own lengths, or prompts and outputs resampled from the
+#: Azure LLM inference conversation trace (a mixed workload: short and long prompts).
+WORKLOADS = {"fixed": None, "azure_conv": ROOT / "scenarios" / "traces" / "azure_conv_10k.csv"}
 #: Scenario keys that hold file paths (relative to the scenario file).
 _PATH_LISTS = (
     ("hardware_profiles", "profile"),
@@ -194,6 +207,7 @@ def variant_document(
     variant: Variant,
     num_requests: int | None,
     engine: str | None = None,
+    workload: str = "fixed",
 ) -> dict[str, Any]:
     """The base scenario turned into one variant, every file path made absolute.
 
@@ -203,6 +217,7 @@ def variant_document(
         variant: Which loop and which kind of replica.
         num_requests: Closed loop: requests in the table (``None``: the default cap).
         engine: The engine profile of every target pool (``None``: the scenario's).
+        workload: A key of :data:`WORKLOADS` (``fixed``: the scenario's lengths).
     """
     doc = copy.deepcopy(dict(base))
     if engine is not None:
@@ -220,6 +235,10 @@ def variant_document(
     for role in ("drafter", "verifier"):
         lanes[role]["lut"] = _absolute(base_dir, lanes[role]["lut"])
     synthetic = doc["workload"]["synthetic"]
+    trace = WORKLOADS[workload]
+    if trace is not None:
+        for field in ("prompt_tokens", "output_tokens"):
+            synthetic[field] = {"dist": "empirical", "trace": str(trace), "format": "azure"}
     if variant.loop == "closed":
         synthetic.pop("arrival", None)
         synthetic.pop("duration_s", None)
@@ -360,7 +379,8 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
 
     Returns:
         ``{"completed": {...}, "all": {...}}``, each with ``arrived``, ``completed``,
-        ``unfinished``, ``throughput_tok_s``, ``p95_ms`` and ``p99_ms``.
+        ``unfinished``, ``throughput_tok_s``, ``p95_ms``, ``p99_ms`` and the completed
+        requests' TPOT percentiles ``tpot_p95_ms`` and ``tpot_p99_ms``.
     """
     arrived = len(requests)
     done = requests[requests["outcome"] == "completed"]
@@ -376,6 +396,13 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
         "p95_ms": _percentile(done["e2e_ms"], 95),
         "p99_ms": _percentile(done["e2e_ms"], 99),
     }
+    # Decode latency per token: each completed request's mean time per output token
+    # after the first (TPOT), in both accountings (an unfinished request has none).
+    tpot = {
+        "tpot_p95_ms": _percentile(done["tpot_ms"].dropna(), 95),
+        "tpot_p99_ms": _percentile(done["tpot_ms"].dropna(), 99),
+    }
+    completed_only.update(tpot)
     open_ = requests[requests["outcome"] != "completed"]
     if run_s is None:
         span = float(end_s.max() - requests["arrival_s"].min()) if completed else 0.0
@@ -393,6 +420,7 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
         else math.nan,
         "p95_ms": _percentile(latencies, 95),
         "p99_ms": _percentile(latencies, 99),
+        **tpot,
     }
     return {"completed": completed_only, "all": every}
 
@@ -414,6 +442,7 @@ def run_experiment(
     k_controller: str = STATIC_K_CONTROLLER,
     engine: str | None = None,
     measured_sharing: bool = False,
+    workload: str = "fixed",
     executor: str = "local",
     workers: int | None = None,
 ) -> pd.DataFrame:
@@ -427,6 +456,7 @@ def run_experiment(
     not, under that engine (``None``: the scenario's, by default ``cuda-graph``).
     ``measured_sharing`` runs the lanes of every point without an efficiency
     overlapped as the H100 measurement says (``gpu_sharing`` column ``measured``).
+    ``workload`` (a key of :data:`WORKLOADS`) chooses the prompt and output lengths.
     """
     base = yaml.safe_load(scenario.read_text())
     engine_name = engine or _scenario_engine(base)
@@ -439,7 +469,9 @@ def run_experiment(
             if not archs:
                 continue
             variant = Variant(f"{loop}_{kind}", loop, kind)
-            doc = variant_document(base, scenario.parent, variant, 10 if sweep001 else None, engine)
+            doc = variant_document(
+                base, scenario.parent, variant, 10 if sweep001 else None, engine, workload
+            )
             if sweep001:
                 doc["workload"]["synthetic"]["output_tokens"] = {"dist": "fixed", "value": 100}
             variant_dir = out_dir / "runs" / variant.name
@@ -489,6 +521,7 @@ def run_experiment(
                             if label.architecture != "none"
                             else STATIC_K_CONTROLLER,
                             "engine": engine_name,
+                            "workload": workload,
                             **gpu,
                         }
                     )
@@ -713,9 +746,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="how lanes share the GPU at points without an --overlap efficiency: one iteration "
         "at a time, or overlapped as two CUDA streams measured on an H100",
     )
+    parser.add_argument(
+        "--workload",
+        choices=tuple(WORKLOADS),
+        default="fixed",
+        help="prompt and output lengths: the scenario's (fixed), or resampled from the Azure "
+        "conversation trace (azure_conv, a mixed workload)",
+    )
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
+    if args.sweep001 and args.workload != "fixed":
+        parser.error("--sweep001 fixes its own lengths; --workload applies to the main sweep")
     efficiencies = _overlap_efficiencies(parser, args.overlap)
     k_controller = _k_controller(parser, args.k_controller)
     overlap = args.overlap is not None
@@ -752,6 +794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         k_controller=k_controller,
         engine=args.engine,
         measured_sharing=args.gpu_sharing == "measured",
+        workload=args.workload,
         executor=args.executor,
         workers=args.workers,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -78,6 +79,7 @@ def test_completed_accounting_counts_completed_requests_only():
             "output_tokens": [20, 20, 20],
             "generated_tokens": [20, 20, 5],
             "e2e_ms": [1000.0, 3000.0, math.nan],
+            "tpot_ms": [40.0, 120.0, math.nan],
         }
     )
     figures = vpd.accountings(requests, run_s=60.0)
@@ -90,6 +92,8 @@ def test_completed_accounting_counts_completed_requests_only():
     assert every["p99_ms"] == pytest.approx(3000.0 + 0.98 * 7000.0)
     for figures_ in (completed_only, every):
         assert (figures_["arrived"], figures_["completed"], figures_["unfinished"]) == (3, 2, 1)
+        # TPOT percentiles are the completed requests' in both accountings.
+        assert figures_["tpot_p95_ms"] == pytest.approx(40.0 + 0.95 * 80.0)
 
 
 def test_plain_decoding_variant_drops_the_lanes_and_keeps_the_target():
@@ -207,6 +211,26 @@ def test_measured_sharing_runs_the_lanes_overlapped_and_says_so(reduced, tmp_pat
     assert (one["throughput_tok_s_m"] == one["throughput_tok_s_s"]).all()
     pdv8 = both[(both["architecture"] == "pdv") & (both["concurrency"] == 8)]
     assert (pdv8["throughput_tok_s_m"] != pdv8["throughput_tok_s_s"]).any()
+    # Every lane point reports its GPU's kernel activity: host time left out, so at
+    # most the busy share, and lanes overlapping at C = 8 keep the GPU busier than one at C = 1.
+    assert (measured["gpu_kernel_active"] > 0).all()
+    assert (measured["gpu_kernel_active"] <= measured["gpu_utilization"] + 1e-9).all()
+    pdv = measured[(measured["architecture"] == "pdv") & (measured["loop"] == "closed")]
+    by_c = pdv.groupby("concurrency")["gpu_kernel_active"].max()
+    assert by_c[8] > by_c[1]
+
+
+def test_the_mixed_workload_resamples_both_lengths_from_the_azure_trace():
+    base = vpd.yaml.safe_load(vpd.DEFAULT_SCENARIO.read_text())
+    variant = vpd.Variant("open_lanes", "open", "lanes")
+    doc = vpd.variant_document(base, vpd.DEFAULT_SCENARIO.parent, variant, None, None, "azure_conv")
+    synthetic = doc["workload"]["synthetic"]
+    for field in ("prompt_tokens", "output_tokens"):
+        assert synthetic[field]["dist"] == "empirical"
+        assert Path(synthetic[field]["trace"]) == vpd.WORKLOADS["azure_conv"]
+        assert Path(synthetic[field]["trace"]).is_file()
+    fixed = vpd.variant_document(base, vpd.DEFAULT_SCENARIO.parent, variant, None)
+    assert fixed["workload"]["synthetic"]["prompt_tokens"] == {"dist": "fixed", "value": 128}
 
 
 @pytest.mark.parametrize("value", ["0.4", "1.5", "x"])
@@ -271,7 +295,7 @@ def _mean_k(out, variant, arch, c, host):
 def test_k_controller_column_names_the_controller_of_every_point(controlled, reduced):
     _, table = controlled
     assert tuple(table.columns) == vpd.COLUMNS
-    assert vpd.COLUMNS[-5:-3] == ("k_controller", "engine")
+    assert vpd.COLUMNS[-6:-4] == ("k_controller", "engine")
     assert set(table["k_controller"]) == {"acceptance_feedback"}
     assert set(table["architecture"]) == {"pd", "engine"}
     _, static = reduced
