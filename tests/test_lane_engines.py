@@ -19,7 +19,7 @@ from policies.lanes import DRAFT_PASS, VERIFY_PASS
 from simulator.devices.engine_profile import load_engine_profile, step_models
 from simulator.engine.costs import LaneCosts, PhaseCost
 from simulator.engine.request_state import RequestState
-from simulator.engine.sharing import HOST
+from simulator.engine.sharing import HOST, LAUNCH
 from simulator.engine.split_rounds import SplitRounds
 from simulator.engine.step_pricing import StepPricer
 from simulator.lut import LutKey, LutManager, load_lut
@@ -70,9 +70,11 @@ def _requests(n: int, k: int) -> list[RequestState]:
 
 
 def _host_and_gpu(split: SplitRounds, kind: str, n: int, k: int) -> tuple[float, float]:
+    """The iteration's time besides its GPU work, and its GPU work (ms)."""
     segments, _ = split.price(kind, _requests(n, k))
-    host = sum(s.duration_s for s in segments if s.klass == HOST)
-    return host * 1000, sum(s.duration_s for s in segments if s.klass != HOST) * 1000
+    total = sum(s.duration_s for s in segments)
+    gpu = sum(s.gpu_s if s.klass == LAUNCH else s.duration_s for s in segments if s.klass != HOST)
+    return (total - gpu) * 1000, gpu * 1000
 
 
 @pytest.mark.parametrize("k", [1, 4])
@@ -98,6 +100,11 @@ def test_an_eager_engine_launches_every_draft_step_and_is_launch_bound_at_batch_
     host_ms, gpu_ms = _host_and_gpu(_split("eager-pytorch"), DRAFT_PASS, 1, k)
     assert gpu_ms < launches_ms  # a TinyLlama step at batch 1 is shorter than its launches
     assert host_ms + gpu_ms == pytest.approx(launches_ms + profile.plain.time_ms(1, k))
+    # So the iteration lasts its launches, its GPU work running inside them.
+    segments, _ = _split("eager-pytorch").price(DRAFT_PASS, _requests(1, k))
+    assert [s.klass for s in segments] == [HOST, LAUNCH]
+    assert segments[1].duration_s * 1000 == pytest.approx(launches_ms)
+    assert segments[1].gpu_s * 1000 == pytest.approx(gpu_ms)
     # The verify: one forward of the 7B target, also launch-bound at batch 1.
     verify_host, verify_gpu = _host_and_gpu(_split("eager-pytorch"), VERIFY_PASS, 1, k)
     launch = profile.launch.forward_ms("llama-2-7b")

@@ -190,6 +190,12 @@ class PhaseCost:
         )
         return latency_ms / 1000.0, energy_mj / 1000.0
 
+    def launch_s(self, microbatch: float, fanout_k: int, repeats: int = 1) -> float:
+        """CPU time of launching a step's forward passes eagerly (0: a graph, or not modelled)."""
+        if self.pricer is None:
+            return 0.0
+        return self.pricer.launch_ms(microbatch, fanout_k, repeats) / 1000.0
+
     def gpu_at(self, context: float, microbatch: float, fanout_k: int = 1) -> tuple[float, float]:
         """Return ``(latency_s, energy_j)`` of the GPU work alone (no engine terms)."""
         if self.pricer is None:

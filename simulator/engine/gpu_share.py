@@ -4,11 +4,21 @@ An iteration is a sequence of segments (:class:`~simulator.engine.sharing.Segmen
 each a standalone duration (what the LUT gives for it alone on the GPU, or
 host time) and a class:
 
-- ``host``: framework time on the CPU before a forward pass (launches,
-  Python loops). It slows no GPU segment down and no GPU segment slows it;
-  the replica's host work runs on one thread (a serving process, or the
-  Python interpreter lock of lanes launched from Python threads), so host
-  segments of several lanes time-slice it like segments of one GPU class.
+- ``host``: framework time on the CPU before a forward pass (scheduling,
+  Python loops, launches beyond a step's GPU time).
+- ``launch``: an eager step whose launches outlast its GPU work: its kernels
+  run on the GPU as they are launched, so it lasts its launch time and its
+  GPU work runs inside it.
+
+Host and launch segments slow no GPU segment down and no GPU segment slows
+them. A replica's host work runs on one thread (a serving process, or the
+Python interpreter lock of lanes launched from Python threads): host and
+launch segments of several lanes time-slice it like segments of one GPU
+class. Measured on an H100 (``lut_population/inputs/microbench_h100/
+lane_threads.csv``): two eager lanes in Python threads, each waiting for its
+steps, slowed each other's steps 1.9-2.1x (medians over three runs; draft
+beside draft, draft beside verify, round beside round, batch 1 and 8), as
+one thread shared by two launch-bound lanes gives (2x).
 - ``memory``: decode steps (a draft model's, or a target's plain decode).
 - ``compute``: a verify or a prefill pass.
 
@@ -31,10 +41,11 @@ Energy is the LUT's energy of each pass whatever the overlap.
 Three clocks say how busy the GPU was (:class:`GpuTime`): ``busy_s``, time
 during which an iteration ran (host segments included); ``active_s``, time
 during which a GPU segment ran (what ``nvidia-smi`` reports as utilisation:
-some kernel executing); and ``work_s``, the GPU segments' progress counted
-at their standalone speed (a segment slowed to half its speed for a second
-adds half a second), so ``work_s / active_s`` is how much faster than one
-pass alone the overlapping passes got through their work together.
+some kernel executing; a launch segment counts the share of it its GPU work
+fills); and ``work_s``, the GPU work's progress counted at its standalone
+speed (a segment slowed to half its speed for a second adds half a second),
+so ``work_s / active_s`` is how much faster than one pass alone the
+overlapping passes got through their work together.
 
 Event-driven: one clock event per segment end; whenever the set of running
 segments changes (a start or an end) the remaining work of every running
@@ -51,9 +62,12 @@ from typing import NamedTuple
 import simpy
 
 from simulator.engine.clock import DECISION, call_at
-from simulator.engine.sharing import COMPUTE, HOST, MEMORY, Segment, Sharing
+from simulator.engine.sharing import COMPUTE, HOST, LAUNCH, MEMORY, Segment, Sharing
 
-__all__ = ["COMPUTE", "HOST", "MEMORY", "GpuTime", "Segment", "SharedGpu"]
+__all__ = ["COMPUTE", "HOST", "LAUNCH", "MEMORY", "GpuTime", "Segment", "SharedGpu"]
+
+_THREAD = {HOST: HOST, LAUNCH: HOST, MEMORY: MEMORY, COMPUTE: COMPUTE}
+"""The unit each class of segment keeps busy (host and launch segments: the host thread)."""
 
 _EPS_S = 1e-12
 """Remaining work below this counts as done (floating-point rounding)."""
@@ -133,15 +147,19 @@ class SharedGpu:
         if elapsed > 0 and self._running:
             self.busy_s += elapsed
             gpu_rate = 0.0
+            nested = 0.0
             active = False
             for run in self._running:
                 run.left_s -= elapsed * run.rate
-                if run.segments[run.index].klass != HOST:
+                segment = run.segments[run.index]
+                klass = segment.klass
+                if klass == LAUNCH:
+                    nested += run.rate * segment.gpu_s / segment.duration_s
+                elif klass != HOST:
                     active = True
                     gpu_rate += run.rate
-            if active:
-                self.active_s += elapsed
-                self.work_s += elapsed * gpu_rate
+            self.active_s += elapsed if active else elapsed * min(1.0, nested)
+            self.work_s += elapsed * (gpu_rate + nested)
         self._last_s = now
 
     def _rates(self) -> None:
@@ -149,15 +167,15 @@ class SharedGpu:
         first: dict[str, Segment] = {}
         for run in self._running:
             segment = run.segments[run.index]
-            klass = segment.klass
-            counts[klass] += 1
-            first.setdefault(klass, segment)
+            unit = _THREAD[segment.klass]
+            counts[unit] += 1
+            first.setdefault(unit, segment)
         cross = {HOST: 1.0, MEMORY: 1.0, COMPUTE: 1.0}
         if counts[MEMORY] and counts[COMPUTE]:
             cross[MEMORY], cross[COMPUTE] = self.sharing.cross(first[MEMORY], first[COMPUTE])
         for run in self._running:
-            klass = run.segments[run.index].klass
-            run.rate = cross[klass] / counts[klass]
+            unit = _THREAD[run.segments[run.index].klass]
+            run.rate = cross[unit] / counts[unit]
 
     def _reschedule(self) -> None:
         """Step finished segments, then schedule the next segment end."""

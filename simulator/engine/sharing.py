@@ -31,6 +31,7 @@ from importlib import resources
 from typing import Any, NamedTuple, Protocol
 
 HOST = "host"
+LAUNCH = "launch"
 MEMORY = "memory"
 COMPUTE = "compute"
 PREFILL_KIND = "prefill"
@@ -43,17 +44,23 @@ class Segment(NamedTuple):
     """A piece of an iteration: its duration alone and the GPU unit it keeps busy.
 
     Attributes:
-        duration_s: Its duration alone on the GPU (host time: on the CPU).
-        klass: ``host``, ``memory`` or ``compute``.
+        duration_s: Its duration alone on the GPU (host and launch time: on the CPU).
+        klass: ``host``, ``launch``, ``memory`` or ``compute``. A ``launch``
+            segment is an eager step whose launches outlast its GPU work: the
+            CPU launches its kernels one by one and the GPU runs each as it
+            comes, so the step takes its launch time and its GPU work
+            (``gpu_s``) runs inside it.
         pass_s: The time alone of one forward pass in it (a segment of k draft
             steps: one step's); 0: the whole segment is one pass.
         kind: What the pass is: ``decode``, ``verify`` or ``prefill`` ("" unknown).
+        gpu_s: A ``launch`` segment's GPU work (0 for the other classes).
     """
 
     duration_s: float
     klass: str
     pass_s: float = 0.0
     kind: str = ""
+    gpu_s: float = 0.0
 
     @property
     def one_pass_s(self) -> float:

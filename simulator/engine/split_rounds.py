@@ -16,11 +16,12 @@ under ``baseline``) may start its own iteration and running iterations share
 the GPU. Each iteration is one step of the replica's engine profile
 (``hardware_profiles[].engine``, :mod:`simulator.engine.step_pricing`): a
 prefill (target and draft passes), a draft iteration (``k`` decode steps of
-the draft model) or a verify pass; the time the engine adds to the GPU work
-(host time, and an eager engine's launches beyond the GPU time) runs as host
-time before the GPU work, and ``host_overhead_ms`` adds a framework's own host
-time before each model forward pass on top (a prefill's two, each draft step,
-each verify).
+the draft model) or a verify pass; the engine's host time runs as host time
+before the GPU work, an eager step whose launches outlast its GPU work lasts its
+launch time with its GPU work inside (a ``launch`` segment, on the replica's
+one host thread), and ``host_overhead_ms`` adds a framework's own host time
+before each model forward pass on top (a prefill's two, each draft step, each
+verify).
 
 The kinds of split iterations and the lane each runs on are named in
 :mod:`policies.lanes`; the replica runs them in
@@ -51,6 +52,7 @@ from simulator.engine.ragged import batch_context
 from simulator.engine.sharing import (
     COMPUTE,
     HOST,
+    LAUNCH,
     MEMORY,
     PREFILL_KIND,
     VERIFY_KIND,
@@ -122,12 +124,11 @@ class SplitRounds:
         segments: list[Segment] = []
         n = len(batch)
         if kind == PREFILL_PASS:
-            gpu_s, gpu_j = self.prefill.gpu_at(sum(req.context for req, _ in batch) / n, n, 1)
-            step_s, energy_j = self.prefill.engine_step(gpu_s, gpu_j, n, 1)
-            segments = [
-                Segment(2 * host + step_s - gpu_s, HOST),
-                Segment(gpu_s, COMPUTE, 0.0, PREFILL_KIND),
-            ]
+            prefill = self.prefill
+            gpu_s, gpu_j = prefill.gpu_at(sum(req.context for req, _ in batch) / n, n, 1)
+            step_s, energy_j = prefill.engine_step(gpu_s, gpu_j, n, 1)
+            launch_s = prefill.launch_s(n, 1)
+            segments = _step(2 * host, step_s, gpu_s, launch_s, COMPUTE, 0.0, PREFILL_KIND)
             return [s for s in segments if s[0] > 0], energy_j
         k = max(req.k for req in batch) if n > 1 else batch[0].k
         energy_j = 0.0
@@ -136,19 +137,38 @@ class SplitRounds:
             draft = self.costs.draft
             gpu_s, gpu_j = draft.curve(n, 1, gpu_only=True).sum_steps(context, k)
             step_s, step_j = draft.engine_step(gpu_s, gpu_j, n, 1, repeats=k)
-            segments += [
-                Segment(k * host + step_s - gpu_s, HOST),
-                Segment(gpu_s, MEMORY, gpu_s / k, DECODE),
-            ]
+            launch_s = draft.launch_s(n, 1, repeats=k)
+            segments += _step(k * host, step_s, gpu_s, launch_s, MEMORY, gpu_s / k, DECODE)
             energy_j += step_j
         if kind in (VERIFY_PASS, ROUND):
             context = batch_context(batch, self.verify_weight)
             verify = self.costs.verify
             gpu_s, gpu_j = verify.gpu_at(context, n, k)
             step_s, step_j = verify.engine_step(gpu_s, gpu_j, n, k)
-            segments += [
-                Segment(host + step_s - gpu_s, HOST),
-                Segment(gpu_s, COMPUTE, 0.0, VERIFY_KIND),
-            ]
+            launch_s = verify.launch_s(n, k)
+            segments += _step(host, step_s, gpu_s, launch_s, COMPUTE, 0.0, VERIFY_KIND)
             energy_j += step_j
         return [s for s in segments if s[0] > 0], energy_j
+
+
+def _step(
+    host_s: float,
+    step_s: float,
+    gpu_s: float,
+    launch_s: float,
+    klass: str,
+    pass_s: float,
+    kind: str,
+) -> list[Segment]:
+    """The segments of one engine step of ``step_s`` whose GPU work is ``gpu_s``.
+
+    ``host_s`` (the framework's own host time) and the engine's host time run
+    first; then the GPU work, inside the step's launches when they outlast it
+    (an eager launch-bound step: one ``launch`` segment of ``launch_s``).
+    """
+    if launch_s >= gpu_s > 0:
+        return [
+            Segment(host_s + step_s - launch_s, HOST),
+            Segment(launch_s, LAUNCH, pass_s, kind, gpu_s),
+        ]
+    return [Segment(host_s + step_s - gpu_s, HOST), Segment(gpu_s, klass, pass_s, kind)]
