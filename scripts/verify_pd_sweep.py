@@ -129,6 +129,7 @@ COLUMNS = (
     "completed",
     "unfinished",
     "throughput_tok_s",
+    "mean_ms",
     "p95_ms",
     "p99_ms",
     "tpot_p95_ms",
@@ -379,7 +380,7 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
 
     Returns:
         ``{"completed": {...}, "all": {...}}``, each with ``arrived``, ``completed``,
-        ``unfinished``, ``throughput_tok_s``, ``p95_ms``, ``p99_ms`` and the completed
+        ``unfinished``, ``throughput_tok_s``, ``mean_ms``, ``p95_ms``, ``p99_ms`` and the completed
         requests' TPOT percentiles ``tpot_p95_ms`` and ``tpot_p99_ms``.
     """
     arrived = len(requests)
@@ -393,6 +394,7 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
         "completed": completed,
         "unfinished": arrived - completed,
         "throughput_tok_s": completed_tokens / completed_span if completed_span > 0 else math.nan,
+        "mean_ms": float(done["e2e_ms"].mean()) if completed else math.nan,
         "p95_ms": _percentile(done["e2e_ms"], 95),
         "p99_ms": _percentile(done["e2e_ms"], 99),
     }
@@ -418,6 +420,7 @@ def accountings(requests: pd.DataFrame, run_s: float | None) -> dict[str, dict[s
         "throughput_tok_s": float(requests["generated_tokens"].sum()) / span
         if span > 0
         else math.nan,
+        "mean_ms": float(latencies.mean()) if len(latencies) else math.nan,
         "p95_ms": _percentile(latencies, 95),
         "p99_ms": _percentile(latencies, 99),
         **tpot,

@@ -87,6 +87,7 @@ def test_completed_accounting_counts_completed_requests_only():
     # Completed: 40 tokens from the first arrival (1 s) to the last completion (5 s).
     assert completed_only["throughput_tok_s"] == pytest.approx(40 / 4.0)
     assert completed_only["p99_ms"] == pytest.approx(1000.0 + 0.99 * 2000.0)
+    assert completed_only["mean_ms"] == pytest.approx(2000.0)
     # Every request: 45 tokens over the 60 s run; the cut one counts its age, 10 s.
     assert every["throughput_tok_s"] == pytest.approx(45 / 60.0)
     assert every["p99_ms"] == pytest.approx(3000.0 + 0.98 * 7000.0)
