@@ -27,6 +27,7 @@ from lut_population.op_roofline import op_roofline_fit
 from lut_population.operators import MonotoneCurve
 from lut_population.plan import DTYPE, PIPELINE_PARALLEL, gpu_hardware
 from lut_population.power import power_curve
+from lut_population.v2_checks import tpot_section
 
 INPUT_SOURCES: dict[str, tuple[str, str, str, str, str]] = {
     "vidur_mlp": (
@@ -431,6 +432,9 @@ def _not_built() -> list[str]:
         "- dtype bf16 and fp8: the profiles are fp16; no measurement gives their cost.",
         "- pipeline_parallel > 1: not modelled (every file has pipeline_parallel 1).",
         "- llama-2-70b and llama-3.1-70b at TP 1: their fp16 weights alone exceed one 80 GB GPU.",
+        "- codellama-34b at TP 2 and above, and token-tree fanouts in its H100 verify rows: "
+        "the set's size budget (52 MiB) has no room for them (the Verify-PD documents run it "
+        "on one GPU).",
         "- draft heads whose authors released none for the target's family: EAGLE-3 for "
         "Llama-2-7B and Llama-2-70B, Medusa for Llama-2-70B and Llama-3-8B; multi-token "
         "prediction (MTP) for every bundled target (no Llama model has MTP modules). See "
@@ -475,6 +479,7 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         *_head_section(),
         *_device_section(),
         *measured_section(files),
+        *tpot_section(),
         *_not_built(),
         "## File details",
         "",

@@ -16,6 +16,9 @@
    (:mod:`lut_population.head_spot_checks`).
 8. Target verify rows at ``fanout_k = T - 1`` against the H100 token-tree
    verifies with a tree mask (:mod:`lut_population.tree_spot_checks`).
+9. CodeLlama-34B's roofline-priced decode step against ML.ENERGY v2's time
+   per output token, relative to the same ratio of profiled models
+   (:mod:`lut_population.v2_checks`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from lut_population.measured_check import MICROBENCH_DIR, TOLERANCES, compare_di
 from lut_population.paths import CATALOG_NAME
 from lut_population.spot_checks import SPOT_TOLERANCE, spot_checks
 from lut_population.tree_spot_checks import tree_points, tree_summaries, tree_table
+from lut_population.v2_checks import tpot_check, tpot_lines
 from simulator.errors import InputError
 from simulator.lut import load_lut
 
@@ -260,6 +264,16 @@ def check_trees(lut_dir: Path) -> CheckResult:
     )
 
 
+def check_tpot() -> CheckResult:
+    """CodeLlama-34B's composed decode step against ML.ENERGY v2's time per output token."""
+    check = tpot_check()
+    return CheckResult(
+        "codellama-34b decode against ML.ENERGY v2 time per output token",
+        check.ok,
+        tuple(tpot_lines(check)),
+    )
+
+
 def run_checks(lut_dir: Path) -> list[CheckResult]:
     """Run every check on the LUT files in ``lut_dir``."""
     built = build_tables()
@@ -277,4 +291,5 @@ def run_checks(lut_dir: Path) -> list[CheckResult]:
         results.append(check_measured(lut_dir))
         results.append(check_heads(lut_dir))
         results.append(check_trees(lut_dir))
+    results.append(check_tpot())
     return results

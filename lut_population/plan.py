@@ -2,17 +2,20 @@
 
 Files (one per model and hardware, ``lut/<model>__<hardware>.csv``):
 
-* targets Llama-2-7B, Llama-3-8B, Llama-3.1-8B (TP 1, 2, 4, 8) and
+* targets Llama-2-7B, Llama-3-8B, Llama-3.1-8B (TP 1, 2, 4, 8),
   Llama-2-70B, Llama-3.1-70B (TP 2, 4, 8; their fp16 weights do not fit one
-  80 GB GPU) on A100 and H100, phases prefill, draft_decode and verify; the
-  Llama-3.1 models reuse the operator profile of the model with the same
-  blocks (:data:`PROFILE_OF`);
+  80 GB GPU) and CodeLlama-34B (TP 1, 2) on A100 and H100, phases prefill,
+  draft_decode and verify; the Llama-3.1 models reuse the operator profile of
+  the model with the same blocks (:data:`PROFILE_OF`); CodeLlama-34B has no
+  profile and is priced by the operator roofline, like the drafts;
 * draft models TinyLlama-1.1B, Llama-68M and Llama-3.2-1B on A100 and H100
   (TP 1) and on every calibrated client device, phases prefill and
-  draft_decode;
+  draft_decode; TinyLlama-1.1B's A100 and H100 files also hold verify rows
+  (:data:`VERIFYING_DRAFTS`: it verifies for itself);
 * fused pairs ``<target>+<draft>`` (draft and target share a tokenizer:
-  Llama-2 targets with TinyLlama-1.1B or Llama-68M, Llama-3-8B, Llama-3.1-8B
-  and Llama-3.1-70B with Llama-3.2-1B) on A100 and H100 at every target TP degree, phases prefill and
+  Llama-2 targets and CodeLlama-34B with TinyLlama-1.1B or Llama-68M,
+  TinyLlama-1.1B with itself, Llama-3-8B, Llama-3.1-8B and Llama-3.1-70B with
+  Llama-3.2-1B) on A100 and H100 at every target TP degree, phases prefill and
   fused_decode;
 * draft heads ``<target>.<kind>`` (``inputs/heads.yaml``: EAGLE, EAGLE-3,
   Medusa) on A100 and H100 at every target TP degree, phases prefill,
@@ -64,11 +67,18 @@ TARGETS: dict[str, tuple[int, ...]] = {
     "llama-3.1-8b": (1, 2, 4, 8),
     "llama-2-70b": (2, 4, 8),
     "llama-3.1-70b": (2, 4, 8),
+    "codellama-34b": (1,),
 }
 """Target models and their TP degrees."""
 
 DRAFTS = ("tinyllama-1.1b", "llama-68m", "llama-3.2-1b")
 """Draft models."""
+
+VERIFYING_DRAFTS: dict[str, tuple[int, ...]] = {"tinyllama-1.1b": (1,)}
+"""Draft models that also verify, and their TP degrees: their A100 and H100 files add the
+``verify`` phase (without the token-tree fanouts of :data:`TREE_HARDWARE`), so that they can
+be the target of a fused pair (TinyLlama-1.1B drafting for itself, as in the Verify-PD
+documents). Their client-device files keep prefill and draft_decode."""
 
 FUSED_PAIRS = (
     ("llama-2-7b", "tinyllama-1.1b"),
@@ -78,8 +88,13 @@ FUSED_PAIRS = (
     ("llama-3-8b", "llama-3.2-1b"),
     ("llama-3.1-8b", "llama-3.2-1b"),
     ("llama-3.1-70b", "llama-3.2-1b"),
+    ("tinyllama-1.1b", "tinyllama-1.1b"),
+    ("codellama-34b", "tinyllama-1.1b"),
 )
-"""(target, draft) pairs with a shared tokenizer."""
+"""(target, draft) pairs with a shared tokenizer (CodeLlama-34B keeps the 32 000-token Llama-2
+vocabulary). A pair may name one model twice: the draft is then a second copy of the model,
+with its own weights and KV cache on the replica, as when an engine loads the same
+checkpoint as draft and target."""
 
 PROFILE_OF: dict[str, str] = {
     "llama-3.1-8b": "llama-3-8b",
@@ -289,6 +304,27 @@ rows: the H100, where tree verifies were measured (``inputs/microbench_h100/tree
 the LUT set's size budget (50 MiB) leaves no room for both GPUs."""
 
 
+def verifier_tps(model_id: str) -> tuple[int, ...]:
+    """TP degrees at which ``model_id`` has verify rows (:data:`TARGETS`, :data:`VERIFYING_DRAFTS`)."""
+    if model_id in TARGETS:
+        return TARGETS[model_id]
+    return VERIFYING_DRAFTS[model_id]
+
+
+def _draft_phases(model_id: str) -> tuple[str, ...]:
+    """Phases of a draft model's datacenter file (verify for :data:`VERIFYING_DRAFTS`)."""
+    if model_id in VERIFYING_DRAFTS:
+        return ("prefill", "draft_decode", "verify")
+    return ("prefill", "draft_decode")
+
+
+UNTREED_TARGETS = frozenset({"codellama-34b"})
+"""Targets whose verify rows stop at fanout_k 8 on every GPU, as in the A100 target files (token
+trees of up to 9 nodes): no draft head was released for them (``inputs/heads.yaml``), and the
+tree fanouts nearly doubled CodeLlama-34B's H100 file in a trial build, which the set's size
+budget (52 MiB) has no room for."""
+
+
 def file_name(model: str, hardware: str) -> str:
     """``<model>__<hardware>.csv``."""
     return f"{model}__{hardware}.csv"
@@ -309,15 +345,18 @@ def build_plan() -> tuple[FileSpec, ...]:
                     hw,
                     ("prefill", "draft_decode", "verify"),
                     DATACENTER_BATCHES,
-                    hw in TREE_HARDWARE,
+                    hw in TREE_HARDWARE and model_id not in UNTREED_TARGETS,
                 )
             method = gpu_model(model_id, hw, TARGETS[model_id][0]).source
             files.append(FileSpec(file_name(model_id, hw), model_id, hw, method, tuple(keys)))
     for model_id in sorted(DRAFTS):
         for hw in hardware_ids:
-            model = gpu_model(model_id, hw, 1)
-            keys = _single(model, hw, ("prefill", "draft_decode"), DATACENTER_BATCHES)
-            files.append(FileSpec(file_name(model_id, hw), model_id, hw, model.source, tuple(keys)))
+            keys = []
+            for tp in VERIFYING_DRAFTS.get(model_id, (1,)):
+                model = gpu_model(model_id, hw, tp)
+                keys += _single(model, hw, _draft_phases(model_id), DATACENTER_BATCHES)
+            method = gpu_model(model_id, hw, 1).source
+            files.append(FileSpec(file_name(model_id, hw), model_id, hw, method, tuple(keys)))
         for hw in sorted(load_devices_config()["roofline"]):
             dev = device_model(model_id, hw)
             keys = _single(dev, hw, ("prefill", "draft_decode"), DEVICE_BATCHES)
@@ -328,7 +367,7 @@ def build_plan() -> tuple[FileSpec, ...]:
         for hw in hardware_ids:
             keys = []
             draft = gpu_model(draft_id, hw, 1)
-            for tp in TARGETS[target_id]:
+            for tp in verifier_tps(target_id):
                 target = gpu_model(target_id, hw, tp)
                 source = f"fused_v1[{target.source}|{draft.source}]"
                 for cost in (
@@ -345,9 +384,8 @@ def build_plan() -> tuple[FileSpec, ...]:
                             base_grid(cost.phase, max_context, DATACENTER_BATCHES),
                         )
                     )
-            method = (
-                f"fused_v1[{gpu_model(target_id, hw, TARGETS[target_id][0]).source}|{draft.source}]"
-            )
+            first = gpu_model(target_id, hw, verifier_tps(target_id)[0])
+            method = f"fused_v1[{first.source}|{draft.source}]"
             files.append(FileSpec(file_name(fused_id, hw), fused_id, hw, method, tuple(keys)))
     return tuple(files) + _head_files(hardware_ids)
 

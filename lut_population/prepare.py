@@ -18,7 +18,8 @@ What is kept (see ``inputs/SOURCES.md`` for origins and licences):
 * Vidur NCCL all-reduce profiles: rows inside one node
   (``devices_per_node == num_workers``), columns size, workers and median.
 * DistServe's fitted A100 coefficients: copied whole.
-* ML.ENERGY v2 / v3 rows of the Llama-3.1 8B and 70B models.
+* ML.ENERGY v2 / v3 rows of the Llama-3.1 8B and 70B models, and the v2 rows of
+  CodeLlama-34B.
 * The curated device-fact rows named in :data:`DEVICE_ROWS`.
 * The H100 measurements made for this project (``microbench_h100/``): the
   whole-iteration file ``iterations.csv``, the token-tree and draft-head file
@@ -88,8 +89,14 @@ CPU_COLUMNS = (
 )
 
 ENERGY_MODELS_V2 = frozenset(
-    {"meta-llama/Meta-Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-70B-Instruct"}
+    {
+        "meta-llama/Meta-Llama-3.1-8B-Instruct",
+        "meta-llama/Meta-Llama-3.1-70B-Instruct",
+        "codellama/CodeLlama-34b-hf",
+    }
 )
+"""ML.ENERGY v2 models copied: the Llama-3.1 power references (``power.REFERENCE_RUNS``) and
+CodeLlama-34B, whose time per output token is compared with its LUT (``v2_checks.py``)."""
 ENERGY_MODELS_V3 = frozenset(
     {"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"}
 )

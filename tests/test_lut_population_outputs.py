@@ -12,6 +12,7 @@ from lut_population.build import COLUMNS, build_tables, format_number
 from lut_population.checks import _frames, check_kv, check_loadable, check_monotone
 from lut_population.plan import build_plan
 from lut_population.spot_checks import SPOT_TOLERANCE, spot_checks
+from lut_population.v2_checks import tpot_check
 from simulator.lut import LutKey, LutManager, load_lut
 
 LUT_DIR = Path(__file__).resolve().parents[1] / "lut"
@@ -29,15 +30,72 @@ def names(plan):
 
 def test_every_planned_file_is_committed_and_small(names):
     sizes = [(LUT_DIR / n).stat().st_size for n in names]
-    # About 28 MiB of target, draft and fused tables (128k-window grids) plus about 18 MiB of
-    # draft-head tables (head steps with their tree-level rows, and fused head rounds).
-    assert sum(sizes) < 50 * 2**20
+    # About 33.4 MiB of target, draft and fused tables (128k-window grids; CodeLlama-34B at TP 1
+    # and its pair with TinyLlama-1.1B, TinyLlama-1.1B's verify rows and its pair with itself add
+    # 1.7 MiB) plus about 17.7 MiB of draft-head tables (head steps with their tree-level rows,
+    # and fused head rounds).
+    assert sum(sizes) < 52 * 2**20
     assert {"llama-2-70b__a100-sxm4-80gb.csv", "llama-3-8b__h100-sxm5-80gb.csv"} <= set(names)
     for draft in ("tinyllama-1.1b", "llama-68m", "llama-3.2-1b"):
         for hw in ("iphone-16-pro", "rtx-4050-laptop", "macbook-m3-max", "jetson-orin-nano-super"):
             assert f"{draft}__{hw}.csv" in names
     assert "llama-2-70b+tinyllama-1.1b__h100-sxm5-80gb.csv" in names
     assert "llama-3-8b+llama-3-8b.eagle3__h100-sxm5-80gb.csv" in names
+    for hw in ("a100-sxm4-80gb", "h100-sxm5-80gb"):
+        for model in (
+            "codellama-34b",
+            "codellama-34b+tinyllama-1.1b",
+            "tinyllama-1.1b+tinyllama-1.1b",
+        ):
+            assert f"{model}__{hw}.csv" in names
+
+
+@pytest.mark.parametrize("hw", ["a100-sxm4-80gb", "h100-sxm5-80gb"])
+def test_tinyllama_verifies_on_datacenter_gpus_only(hw):
+    frame = pd.read_csv(LUT_DIR / f"tinyllama-1.1b__{hw}.csv", keep_default_na=False)
+    assert set(frame["phase"]) == {"prefill", "draft_decode", "verify"}
+    verify = frame[frame["phase"] == "verify"]
+    assert set(verify["tensor_parallel"]) == {1}
+    assert set(verify["fanout_k"]) == set(range(1, 9))
+    assert verify["context_len"].max() == 2048
+    devices = pd.read_csv(LUT_DIR / "tinyllama-1.1b__iphone-16-pro.csv", keep_default_na=False)
+    assert set(devices["phase"]) == {"prefill", "draft_decode"}
+    fused = pd.read_csv(LUT_DIR / f"tinyllama-1.1b+tinyllama-1.1b__{hw}.csv", keep_default_na=False)
+    assert set(fused["phase"]) == {"prefill", "fused_decode"}
+    # The draft is a second copy of the model: a round is k decode steps plus verify(k).
+    manager = LutManager([load_lut(LUT_DIR / f"tinyllama-1.1b__{hw}.csv")])
+    decode = manager.lookup(LutKey("draft_decode", "tinyllama-1.1b", hw, 1, 1, "fp16"), 512, 8, 1)
+    check = manager.lookup(LutKey("verify", "tinyllama-1.1b", hw, 1, 1, "fp16"), 512, 8, 1)
+    row = fused[
+        (fused["phase"] == "fused_decode")
+        & (fused["context_len"] == 512)
+        & (fused["microbatch"] == 8)
+        & (fused["fanout_k"] == 1)
+    ]
+    assert row["latency_ms"].item() == pytest.approx(decode.latency_ms + check.latency_ms, rel=1e-4)
+
+
+@pytest.mark.parametrize("hw", ["a100-sxm4-80gb", "h100-sxm5-80gb"])
+def test_codellama_34b_fits_one_gpu_with_kv_room(hw):
+    frame = pd.read_csv(LUT_DIR / f"codellama-34b__{hw}.csv", keep_default_na=False)
+    assert set(frame["tensor_parallel"]) == {1}
+    assert set(frame["phase"]) == {"prefill", "draft_decode", "verify"}
+    assert frame["context_len"].max() == 16384
+    assert set(frame.loc[frame["phase"] == "verify", "fanout_k"]) == set(range(1, 9))
+    decode = frame[frame["phase"] == "draft_decode"]
+    # fp16 weights of 33.7 B parameters: 64 360 MiB of the GPU's 81 920.
+    one = decode[(decode["microbatch"] == 1) & (decode["context_len"] == 128)]
+    assert 64_000 < one["peak_mem_mb"].item() < 65_000
+    assert one["notes"].item() == ""
+    # 16 sequences of 4096 tokens (12 GiB of KV) fit; 64 sequences of 16384 do not.
+    fits = decode[(decode["microbatch"] == 16) & (decode["context_len"] == 4096)]
+    assert fits["notes"].item() == ""
+    assert fits["peak_mem_mb"].item() < 80 * 1024
+    over = decode[(decode["microbatch"] == 64) & (decode["context_len"] == 16384)]
+    assert over["notes"].item().startswith("exceeds memory")
+    assert frame["source"].str.startswith("vidur_op_roofline@").all()
+    fused = pd.read_csv(LUT_DIR / f"codellama-34b+tinyllama-1.1b__{hw}.csv", keep_default_na=False)
+    assert fused["context_len"].max() == 2048  # TinyLlama-1.1B's window
 
 
 @pytest.mark.slow
@@ -102,6 +160,16 @@ def test_lookups_through_the_simulator_match_the_rows():
     mid = manager.lookup(key, 1536, 8, 4).latency_ms
     assert low < mid < high
     assert 10 < low < 40  # one verify pass of a 7B model on an A100, batch 8
+
+
+def test_codellama_34b_decode_stands_to_ml_energy_v2_as_the_profiled_models_do():
+    check = tpot_check()
+    assert [p.batch for p in check.checked][:2] == [63.49, 127.01]
+    assert {p.model for p in check.references} == {"llama-3.1-70b", "llama-3.1-8b"}
+    assert check.ok
+    assert abs(check.deviation) < 0.1
+    # v2's time per output token is several decode steps, for every model.
+    assert all(0.15 < p.ratio < 0.45 for p in (*check.checked, *check.references))
 
 
 def test_spot_checks_agree_with_published_figures():
