@@ -248,6 +248,8 @@ def test_bad_overlap_efficiency_is_refused_before_any_run(value, tmp_path, capsy
 H100_SCENARIOS = (
     ROOT / "scenarios" / "verify_pd" / "llama2_7b_tinyllama_h100.yaml",
     ROOT / "scenarios" / "verify_pd" / "llama2_70b_tinyllama_h100_tp2.yaml",
+    ROOT / "scenarios" / "verify_pd" / "tinyllama_tinyllama_h100.yaml",
+    ROOT / "scenarios" / "verify_pd" / "codellama_34b_tinyllama_h100.yaml",
 )
 
 
@@ -264,6 +266,31 @@ def test_h100_scenarios_validate_at_the_smallest_tp_their_verifier_lut_covers(pa
     verifier_lut = path.parent / doc["scheduler"]["lanes"]["verifier"]["lut"]
     degrees = pd.read_csv(verifier_lut)["tensor_parallel"]
     assert device.profile.compute.tensor_parallel == degrees.min()
+
+
+DOCUMENT_PAIRS = (
+    ROOT / "scenarios" / "verify_pd" / "tinyllama_tinyllama_a100.yaml",
+    ROOT / "scenarios" / "verify_pd" / "codellama_34b_tinyllama_a100.yaml",
+)
+"""The Verify-PD documents' own pairs: TinyLlama-1.1B drafting for itself and for CodeLlama-34B."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", DOCUMENT_PAIRS, ids=lambda p: p.name)
+def test_document_pairs_run_under_the_sweep_on_one_gpu(path, tmp_path):
+    doc = yaml.safe_load(path.read_text())
+    verifier = doc["scheduler"]["lanes"]["verifier"]
+    (fused,) = doc["speculation"]["fused_models"]
+    assert fused["name"] == f"{verifier['model']}+{doc['scheduler']['lanes']['drafter']['model']}"
+    argv = [
+        *("--scenario", str(path), "--architectures", "pdv,none", "--concurrency", "8"),
+        *("--loops", "closed", "--host-overhead-ms", "0", "-o", str(tmp_path), "--workers", "2"),
+    ]
+    assert vpd.main(argv) == 0
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert set(table["architecture"]) == {"pdv", "none"}
+    assert (table["completed"] > 0).all()
+    assert (table["throughput_tok_s"] > 0).all()
 
 
 @pytest.fixture(scope="module")
