@@ -1,0 +1,56 @@
+"""The planner-against-fixed comparison: fixed runs set the keys the candidates stand for."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from simulator.planner.candidates import Candidate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "planner_vs_fixed", ROOT / "scripts" / "planner_vs_fixed.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+pvf = _module()
+DOCUMENT = {
+    "hardware_profiles": [
+        {"id": "phones", "type": "draft", "count": 100},
+        {"id": "a", "type": "target", "count": 1},
+        {"id": "b", "type": "target", "count": 2},
+    ]
+}
+
+
+def test_a_fixed_configuration_sets_every_target_pool_and_turns_the_planner_off() -> None:
+    candidate = Candidate((("verify_replicas", 3.0), ("k", 2.0), ("max_batch", 16.0)))
+    assert pvf.fixed_overrides(DOCUMENT, candidate) == [
+        "planner={enabled: false}",
+        "hardware_profiles[1].count=3",
+        "hardware_profiles[2].count=3",
+        "speculation.k=2",
+        "scheduler.verify.batching.max_batch=16",
+    ]
+
+
+def test_a_key_without_a_fixed_equivalent_is_refused_naming_the_allowed_ones() -> None:
+    with pytest.raises(ValueError, match="k_controller has no fixed equivalent"):
+        pvf.fixed_overrides(DOCUMENT, Candidate((("k_controller", "static"),)))
+
+
+def test_the_serving_replicas_a_chosen_candidate_sets() -> None:
+    assert pvf._replicas("verify_replicas=2 k=4", 2, 7) == 4
+    assert pvf._replicas("k=4", 2, 7) == 7
