@@ -34,6 +34,7 @@ def usage(**changes: object) -> ClassUsage:
         "units": 2,
         "gpus": 0,
         "busy_s": 4.0,
+        "held": ((2, 10.0),),  # both units for a 10 s run
         "busy_energy_j": 100.0,
         "lut_energy": True,
         "idle_power_w": None,
@@ -86,14 +87,29 @@ def test_totals_name_the_classes_they_cover(mobile):
 
 
 def test_idle_energy_is_included_where_idle_power_is_known():
-    entry = class_energy(usage(idle_power_w=50.0), simulated_s=10.0)
+    entry = class_energy(usage(idle_power_w=50.0))
     # two devices for 10 s, busy 4 s in total: 16 idle seconds at 50 W
     assert entry["idle_j"] == pytest.approx(800.0)
     assert entry["total_j"] == pytest.approx(900.0)
     assert entry["idle_measured"] and entry["missing"] is None
-    section = energy_section([usage(idle_power_w=50.0)], 10.0, out_tokens=9, record=True)
+    section = energy_section([usage(idle_power_w=50.0)], out_tokens=9, record=True)
     assert section["j_per_output_token"] == pytest.approx(100.0)
     assert section["idle_not_measured"] == []
+
+
+def test_idle_energy_and_price_follow_the_time_each_unit_held_its_hardware():
+    """A planner's pool: one replica for the whole 100 s run, one added for its last 25 s."""
+    held = ((1, 100.0), (1, 25.0))
+    planned = usage(type="target", held=held, idle_power_w=50.0, usd_per_hour=36.0)
+    assert planned.held_unit_s == 125.0
+    # 125 unit-seconds held, 4 busy: 121 idle seconds at 50 W
+    assert class_energy(planned)["idle_j"] == pytest.approx(50.0 * 121.0)
+    cost = class_cost(planned, None, electricity_usd_per_kwh=None)
+    assert cost["usd_hourly"] == pytest.approx(36.0 * 125.0 / 3600.0)
+    # The added replica is exactly a quarter of a whole-run replica's price.
+    whole = usage(type="target", held=((1, 100.0),), usd_per_hour=36.0)
+    alone = class_cost(whole, None, electricity_usd_per_kwh=None)["usd_hourly"]
+    assert cost["usd_hourly"] - alone == pytest.approx(0.25 * alone)
 
 
 def test_idle_power_of_a_profile_reaches_the_summary(tmp_path):
@@ -115,18 +131,20 @@ def test_idle_power_of_a_profile_reaches_the_summary(tmp_path):
 
 
 def test_active_power_prices_busy_time_where_the_lut_has_no_energy():
-    entry = class_energy(usage(lut_energy=False, active_power_w=30.0), simulated_s=10.0)
+    entry = class_energy(usage(lut_energy=False, active_power_w=30.0))
     assert entry["busy_j"] == pytest.approx(30.0 * 4.0)
     assert entry["busy_source"] == "active_power"
     assert entry["measured"] is True
-    without = class_energy(usage(lut_energy=False), simulated_s=10.0)
+    without = class_energy(usage(lut_energy=False))
     assert without["busy_j"] is None and without["busy_source"] is None
-    from_lut = class_energy(usage(active_power_w=30.0), simulated_s=10.0)
+    from_lut = class_energy(usage(active_power_w=30.0))
     assert from_lut["busy_j"] == 100.0 and from_lut["busy_source"] == "lut"
 
 
 def test_draft_device_price_per_hour_is_used():
-    cost = class_cost(usage(usd_per_hour=0.36), None, 100.0, electricity_usd_per_kwh=None)
+    # two devices for a 100 s run
+    priced = usage(usd_per_hour=0.36, held=((2, 100.0),))
+    cost = class_cost(priced, None, electricity_usd_per_kwh=None)
     assert cost["usd_hourly"] == pytest.approx(2 * 0.36 * 100.0 / 3600.0)
     assert cost["priced"] and cost["usd"] == pytest.approx(cost["usd_hourly"])
     summary = run(
@@ -138,10 +156,10 @@ def test_draft_device_price_per_hour_is_used():
 
 
 def test_electricity_price_prices_draft_energy():
-    energy = class_energy(usage(busy_energy_j=3.6e6), simulated_s=10.0)
-    cost = class_cost(usage(busy_energy_j=3.6e6), energy, 10.0, electricity_usd_per_kwh=0.2)
+    energy = class_energy(usage(busy_energy_j=3.6e6))
+    cost = class_cost(usage(busy_energy_j=3.6e6), energy, electricity_usd_per_kwh=0.2)
     assert cost["usd_electricity"] == pytest.approx(0.2)
-    target = class_cost(usage(type="target"), energy, 10.0, electricity_usd_per_kwh=0.2)
+    target = class_cost(usage(type="target"), energy, electricity_usd_per_kwh=0.2)
     assert target["usd_electricity"] is None and not target["priced"]
 
 
@@ -158,9 +176,9 @@ def test_electricity_price_key_changes_the_cost():
 
 def test_recording_off_leaves_sections_empty():
     classes = [usage()]
-    energy = energy_section(classes, 10.0, 5, record=False)
+    energy = energy_section(classes, 5, record=False)
     assert energy["total_j"] is None and energy["by_device_class"] == {}
-    cost = cost_section(classes, energy, 10.0, 5, 0.1, record=False)
+    cost = cost_section(classes, energy, 5, 0.1, record=False)
     assert cost["usd_total"] is None and cost["by_device_class"] == {}
 
 

@@ -112,6 +112,8 @@ class Engine:
         self.runtime = runtime
         self.planner = planner
         """Changes the configuration during the run (``None``: it never changes)."""
+        self.start_s = start_s
+        """When the run (or what-if window) starts."""
         self.progress = progress
         self.requests = requests
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
@@ -428,6 +430,9 @@ class Engine:
                 self.runtime.classes,
                 self.runtime.luts,
                 [*replicas, *devices],
+                run_s=now - self.start_s,
+                # A planner's pools: each replica while it held its GPUs.
+                held_s=self.fleet.held_s_by_pool(now) if self.planner is not None else {},
             ),
             not_arrived=len(self._states) - self._arrived,
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),

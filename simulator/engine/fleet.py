@@ -234,3 +234,15 @@ class Fleet:
     def spans_s(self, end_s: float) -> tuple[tuple[float, float], ...]:
         """When each replica started and stopped holding its GPUs, cut at ``end_s``."""
         return tuple((on, min(off, end_s)) for on, off in self._spans)
+
+    def held_s_by_pool(self, end_s: float) -> dict[str, list[float]]:
+        """Seconds each replica of each target pool held its GPUs up to ``end_s``.
+
+        Every replica counts from the run's start (or when it was added,
+        loading included) until it retired or ``end_s``: what a pool's idle
+        energy and hourly price are paid for when a planner resized it.
+        """
+        held: dict[str, list[float]] = {plan.pool: [] for plan in self.runtime.replicas}
+        for replica, (on, off) in zip(self.replicas, self.spans_s(end_s), strict=True):
+            held[replica.pool].append(max(0.0, off - on))
+        return held

@@ -6,11 +6,20 @@ Whether a class's busy energy is known is decided from its LUT rows: the LUT
 schema requires ``energy_mj`` (a number >= 0, never empty or NaN), so a LUT
 without an energy model writes 0 in every row and
 :meth:`~simulator.lut.LutManager.has_energy` is false for its keys.
+
+Idle energy and hourly price are paid for the time a class's units held
+their hardware (``ClassUsage.held``, summed in ``held_unit_s``): all its units
+for the run's length, unless a planner changed the replicas of a target pool
+during the run. Then every replica of the pool (the scenario's and those the
+planner started) counts for the seconds it held its GPUs: from the run's
+start, or the moment the planner started it (loading included), until it
+retired after draining or the run ended
+(:meth:`~simulator.engine.fleet.Fleet.held_s_by_pool`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,9 +42,14 @@ class ClassUsage:
     Attributes:
         id: The class id in the scenario.
         type: ``target`` (replica pool) or ``draft`` (client devices).
-        units: Replicas or devices in the class.
+        units: Replicas or devices in the class (the scenario's count: at the
+            start of the run).
         gpus: GPUs of all its units (targets; 0 for draft devices).
-        busy_s: Busy seconds summed over its units.
+        busy_s: Busy seconds summed over its units (a planner's replicas included).
+        held: How long its units held their hardware, as ``(units, seconds)``
+            groups: ``((units, run length),)``, or for a target pool a planner
+            resized, ``(1, seconds)`` for each of its replicas (see the module
+            docstring). Idle energy and hourly price are paid for this time.
         busy_energy_j: Energy of its work as the LUT gives it (0 where the
             LUT has no energy; see ``lut_energy``).
         lut_energy: Whether every LUT key the class used (or would use) has
@@ -50,17 +64,25 @@ class ClassUsage:
     units: int
     gpus: int
     busy_s: float
+    held: tuple[tuple[int, float], ...]
     busy_energy_j: float
     lut_energy: bool
     idle_power_w: float | None
     active_power_w: float | None
     usd_per_hour: float | None
 
+    @property
+    def held_unit_s(self) -> float:
+        """Unit-seconds its units held their hardware (``units`` x run length without a planner)."""
+        return sum(units * seconds for units, seconds in self.held)
+
 
 def class_usage(
     classes: Iterable[ClassInfo],
     luts: LutManager,
     units: Iterable[_Unit],
+    run_s: float,
+    held_s: Mapping[str, Sequence[float]],
 ) -> tuple[ClassUsage, ...]:
     """Return the usage of every device class, in scenario order.
 
@@ -69,6 +91,10 @@ def class_usage(
         luts: The LUT manager (which keys carry energy data).
         units: Every replica and every draft device the run created (a draft
             device is created when its first request arrives).
+        run_s: Length of the run (or what-if window).
+        held_s: By class id, the seconds each of its units held its hardware,
+            for the classes whose units changed during the run (a planner's
+            target pools); every other class held its ``units`` for ``run_s``.
     """
     by_class: dict[str, list[_Unit]] = {}
     for unit in units:
@@ -83,6 +109,9 @@ def class_usage(
                 units=cls.units,
                 gpus=cls.gpus,
                 busy_s=sum(u.busy_s for u in done),
+                held=tuple((1, s) for s in held_s[cls.id])
+                if cls.id in held_s
+                else ((cls.units, run_s),),
                 busy_energy_j=sum(u.energy_j for u in done),
                 lut_energy=all(luts.has_energy(key) for key in cls.lut_keys),
                 idle_power_w=cls.idle_power_w,

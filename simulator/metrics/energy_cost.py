@@ -12,15 +12,21 @@ gets an entry in ``energy.by_device_class`` and ``cost.by_device_class`` of
   (``busy_source: active_power``). Otherwise ``busy_j`` is ``null`` and
   ``measured`` is false.
 - **idle energy** is ``energy.idle_power_w`` of the profile times the idle
-  seconds of all units (units × run length − busy seconds); ``null`` when
-  the profile has no idle power.
+  seconds of all units: the unit-seconds they held their hardware
+  (``ClassUsage.held_unit_s``) minus their busy seconds; ``null`` when the
+  profile has no idle power. Held unit-seconds are units × run length, except
+  for a target pool a planner resized: each of its replicas counts from the
+  run's start, or when the planner started it, until it retired or the run
+  ended (loading, serving and draining all hold its GPUs).
 - ``total_j`` of a class is its busy energy plus its idle energy where that
   is known (``idle_measured`` says whether it is); ``null`` when the busy
   energy is not measured.
 - **cost**: a class with a price per hour (scenario ``usd_per_hour`` or the
-  profile's) costs units × price × run hours; a draft class also pays its
-  measured energy at ``metrics.electricity_usd_per_kwh``. A class with
-  neither has ``usd: null`` and ``priced: false``.
+  profile's) costs that price × the hours each of its units held its
+  hardware (``ClassUsage.held``: units × run hours without a planner, the
+  same held time as its idle energy); a draft class also pays its measured
+  energy at ``metrics.electricity_usd_per_kwh``. A class with neither has
+  ``usd: null`` and ``priced: false``.
 
 Totals sum the classes that are known and name them: ``covers`` lists the
 classes included, ``not_measured``/``not_priced`` the ones left out, and
@@ -47,7 +53,7 @@ NO_HOURLY_PRICE = (
 )
 
 
-def class_energy(usage: ClassUsage, simulated_s: float) -> dict[str, Any]:
+def class_energy(usage: ClassUsage) -> dict[str, Any]:
     """Energy entry of one device class (see the module docstring)."""
     busy_j: float | None = None
     source = None
@@ -55,7 +61,7 @@ def class_energy(usage: ClassUsage, simulated_s: float) -> dict[str, Any]:
         busy_j, source = usage.busy_energy_j, "lut"
     elif usage.active_power_w is not None:
         busy_j, source = usage.active_power_w * usage.busy_s, "active_power"
-    idle_s = max(0.0, usage.units * simulated_s - usage.busy_s)
+    idle_s = max(0.0, usage.held_unit_s - usage.busy_s)
     idle_j = usage.idle_power_w * idle_s if usage.idle_power_w is not None else None
     missing = [
         text
@@ -77,9 +83,7 @@ def class_energy(usage: ClassUsage, simulated_s: float) -> dict[str, Any]:
     }
 
 
-def energy_section(
-    classes: Sequence[ClassUsage], simulated_s: float, out_tokens: int, record: bool
-) -> dict[str, Any]:
+def energy_section(classes: Sequence[ClassUsage], out_tokens: int, record: bool) -> dict[str, Any]:
     """The ``energy`` section of the summary."""
     if not record:
         return {
@@ -90,7 +94,7 @@ def energy_section(
             "idle_not_measured": [],
             "by_device_class": {},
         }
-    by_class = {u.id: class_energy(u, simulated_s) for u in classes}
+    by_class = {u.id: class_energy(u) for u in classes}
     covers = [name for name, entry in by_class.items() if entry["measured"]]
     total = sum(by_class[name]["total_j"] for name in covers) if covers else None
     return {
@@ -106,13 +110,14 @@ def energy_section(
 def class_cost(
     usage: ClassUsage,
     energy: dict[str, Any] | None,
-    simulated_s: float,
     electricity_usd_per_kwh: float | None,
 ) -> dict[str, Any]:
     """Cost entry of one device class (see the module docstring)."""
+    price = usage.usd_per_hour
+    # units x price x seconds per group (one group, the whole run, without a planner)
     hourly = (
-        usage.units * usage.usd_per_hour * simulated_s / S_PER_HOUR
-        if usage.usd_per_hour is not None
+        sum(units * price * seconds for units, seconds in usage.held) / S_PER_HOUR
+        if price is not None
         else None
     )
     electricity = None
@@ -142,7 +147,6 @@ def class_cost(
 def cost_section(
     classes: Sequence[ClassUsage],
     energy: dict[str, Any],
-    simulated_s: float,
     out_tokens: int,
     electricity_usd_per_kwh: float | None,
     record: bool,
@@ -158,10 +162,7 @@ def cost_section(
             "by_device_class": {},
         }
     energies = energy["by_device_class"]
-    by_class = {
-        u.id: class_cost(u, energies.get(u.id), simulated_s, electricity_usd_per_kwh)
-        for u in classes
-    }
+    by_class = {u.id: class_cost(u, energies.get(u.id), electricity_usd_per_kwh) for u in classes}
     covers = [name for name, entry in by_class.items() if entry["priced"]]
     total = sum(by_class[name]["usd"] for name in covers) if covers else None
     return {

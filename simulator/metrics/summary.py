@@ -279,11 +279,10 @@ def summarise(
     # Energy and cost cover the whole run, so their per-token figures divide by every
     # output token the run produced (warm-up and unfinished requests' tokens included).
     run_tokens = int(frame["generated_tokens"].sum())
-    energy = energy_section(output.device_classes, output.simulated_s, run_tokens, record_energy)
+    energy = energy_section(output.device_classes, run_tokens, record_energy)
     cost = cost_section(
         output.device_classes,
         energy,
-        output.simulated_s,
         run_tokens,
         electricity_usd_per_kwh,
         record_cost,
