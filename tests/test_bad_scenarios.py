@@ -878,7 +878,7 @@ CASES: dict[str, Case] = {
         "scenario.yaml",
         "planner.objectives",
         "['energy', 'goodput']",
-        "goodput first",
+        "goodput, goodput_at_slo_floor or gpus_at_slo_floor first",
     ),
     "planner interval while disabled": Case(
         _edit(_set("planner", {"interval_s": 5})),

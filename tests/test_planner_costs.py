@@ -31,10 +31,21 @@ def _idle_profile(tmp_path: Path) -> tuple[Path, float]:
     return path, float(profile["cost"]["usd_per_hour"])
 
 
-def _run(tmp_path: Path, replicas: int, planned: int | None) -> tuple[Result, float]:
-    """Evenly spaced arrivals; a planner (if ``planned``) sets ``planned`` replicas at 10 s."""
+def _run(
+    tmp_path: Path,
+    replicas: int,
+    planned: int | None,
+    rate_per_s: int = RATE_PER_S,
+    slo: dict[str, float] = SLO,
+    slo_floor: float | None = None,
+) -> tuple[Result, float]:
+    """Evenly spaced arrivals; a planner (if ``planned``) sets ``planned`` replicas at 10 s.
+
+    ``slo_floor``: the planner keeps the most goodput among the candidates meeting that SLO
+    attainment (so a candidate below it, the current one included, gives way).
+    """
     tmp_path.mkdir(parents=True, exist_ok=True)
-    rows = "".join(f"{i / RATE_PER_S:.6f},100,50\n" for i in range(RATE_PER_S * DURATION_S))
+    rows = "".join(f"{i / rate_per_s:.6f},100,50\n" for i in range(rate_per_s * DURATION_S))
     (tmp_path / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
     planner: dict[str, Any] = {}
     if planned is not None:
@@ -44,11 +55,15 @@ def _run(tmp_path: Path, replicas: int, planned: int | None) -> tuple[Result, fl
             "window_s": 5,
             "model_load_s": 2.0,
             "candidates": {"verify_replicas": [planned]},
+            "min_requests": 5,  # a 5 s window of 3 requests/s decides
         }
+        if slo_floor is not None:
+            planner["objectives"] = ["goodput_at_slo_floor"]
+            planner["slo_floor"] = slo_floor
     path = write_scenario(
         tmp_path,
         mode="distributed",
-        workload={"source": "trace://trace.csv", "format": "csv", "slo": SLO},
+        workload={"source": "trace://trace.csv", "format": "csv", "slo": slo},
         clients=50,
         replicas=replicas,
         extra={"planner": planner},
@@ -72,7 +87,15 @@ def test_added_replicas_cost_and_idle_for_exactly_the_time_they_existed(tmp_path
     """Started on 2, the planner adds 2 at 10 s: they hold their GPUs (loading included)
     from 10 s to the end, so the pool's held time is 2 x end + 2 x (end - 10 s), and its
     idle energy, hourly cost and GPU-hours are exactly that share of 4 replicas' run."""
-    result, usd_per_hour = _run(tmp_path, replicas=2, planned=4)
+    # A tight TTFT at 6 requests/s: 2 replicas attain about 0.87, 4 about 0.94 (floor 0.9).
+    result, usd_per_hour = _run(
+        tmp_path,
+        replicas=2,
+        planned=4,
+        rate_per_s=6,
+        slo={"ttft_ms": 30, "tpot_ms": 200},
+        slo_floor=0.9,
+    )
     end_s = result.output.simulated_s
     assert end_s > 2 * PLANNED_AT_S
     expected_spans = ((0.0, end_s),) * 2 + ((PLANNED_AT_S, end_s),) * 2

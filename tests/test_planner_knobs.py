@@ -326,14 +326,18 @@ def test_hill_climbing_starts_from_the_runs_values(tmp_path):
     log = run(_load(path)).planner_log
     first = log[log["time_s"] == log["time_s"].min()]["candidate"].tolist()
     # The current (k=4, and draft-model: the first listed, "first" is not a fixed model),
-    # then one step down and up each list.
+    # then one step down and up each list; last the run's own configuration (k=4 and its
+    # drafter policy, which names no fixed model), windowed every round.
     assert first[0] == "k=4 draft_model=draft-model"
-    assert set(first) == {
+    assert first == [
         "k=4 draft_model=draft-model",
         "k=1 draft_model=draft-model",
         "k=6 draft_model=draft-model",
         "k=4 draft_model=slow-draft",
-    }
+        "k=4",
+    ]
+    current = log[log["current"]]
+    assert set(current["candidate"]) <= {"k=4", *first}
     assert Candidate((("k", 4.0),)).key == "k=4"
 
 

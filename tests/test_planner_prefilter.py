@@ -55,13 +55,18 @@ def test_the_estimate_is_the_verify_utilisation_of_the_hand_computed_load(tmp_pa
 
 @pytest.mark.slow
 def test_analytic_keep_windows_only_the_best_estimates_and_still_finds_the_known_best(tmp_path):
-    """With analytic_keep 2 of 3 candidates, two get a window each round and 4 is chosen."""
+    """With analytic_keep 2 of 3 candidates, two get a window each round and 4 is chosen.
+
+    The current configuration gets one too: the first round (on 2, which the
+    estimate ranks last) windows three.
+    """
     planner = {**_planner(20), "analytic_keep": 2}
     result = run(_scenario(tmp_path, [(6, 60)], 2, planner))
     log = result.planner_log
     assert {"analytic_goodput", "windowed"} <= set(log.columns)
     per_round = log.groupby("time_s")["windowed"].sum()
-    assert (per_round == 2).all()
+    assert per_round[10.0] == 3
+    assert (per_round.drop(10.0) == 2).all()
     assert log[~log["windowed"]]["est_goodput"].isna().all()
     chosen = log[log["chosen"]]
     assert chosen["windowed"].all()

@@ -99,8 +99,8 @@ class FusedFraction:
     name: ClassVar[str] = "fused_fraction"
 
     def current(self, engine: Engine) -> Value:
-        """The ``fused_fraction`` policy's share now (0 without one)."""
-        hybrid = engine.runtime.settings.hybrid
+        """The ``fused_fraction`` policy's share now, as last applied (0 without one)."""
+        hybrid = engine.hybrid_choice
         return float(getattr(hybrid.params, "fraction", 0.0)) if hybrid else 0.0
 
     def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:

@@ -3,8 +3,14 @@
 One row per candidate per round: the round's time, the candidate
 (``key=value``), what the round saw (``waiting``, ``outstanding``,
 ``serving``), the window's estimate of each objective (``est_<objective>``,
-``est_good``: requests meeting every SLO in the window), whether it was
-chosen, and the realised goodput over the next interval
+``est_good``: requests meeting every SLO in the window,
+``est_slo_attainment``: their share of the window's requests), the
+requests its window migrates off replicas it removes (``migrated``),
+whether it is the run's configuration at the round (``current``) and
+whether it is the one the round leaves in place (``chosen``: the applied
+candidate, or the current one when kept), the round's ``decision``
+(``kept`` or ``changed``) and ``reason`` (the same on every row of a
+round; see :mod:`simulator.planner.decision`), and the realised goodput over the next interval
 (``realised_goodput``: requests of the run that completed in
 ``[time_s, time_s + interval_s)`` meeting every SLO, per GPU-second the
 run's replicas held in that interval; the same on every row of a round).

@@ -22,13 +22,25 @@ due at that instant), the planner:
    With ``search: hill_climb`` the candidates of a round are only the
    current configuration and its neighbours (one step down or up the list of
    each key, from the values nearest the run's at first);
-3. scores each window (:mod:`simulator.planner.objectives`) and applies the
-   best by the objectives in order (ties: the earlier candidate) through
-   the candidate keys' knobs (:mod:`simulator.planner.knobs`; the replica
-   counts through :func:`~simulator.planner.candidates.apply_replicas`).
+3. windows the current configuration too (added after the candidates when
+   none of them is it; its window keeps each pool's replicas as they are);
+4. scores each window (:mod:`simulator.planner.objectives`), finds the best
+   by the objectives in order (ties: the earlier candidate) and applies it
+   only where :mod:`simulator.planner.decision` finds a reason to change:
+   it beats the current configuration's window by more than
+   ``planner.hysteresis`` in the first objective, after the change's cost.
+   It applies through the candidate keys' knobs
+   (:mod:`simulator.planner.knobs`; the replica counts through
+   :func:`~simulator.planner.candidates.apply_replicas`).
+
+A round whose window would hold fewer than ``planner.min_requests``
+requests (the run's unfinished ones plus the arrivals replayed; none: an
+empty window) runs no window and keeps the configuration. Every round's
+log rows say its ``decision`` (``kept`` or ``changed``) and ``reason``.
 
 With ``analytic_keep: M`` only the ``M`` candidates that the analytic
-estimate (:mod:`simulator.planner.analytic`) ranks best get a window. Windows
+estimate (:mod:`simulator.planner.analytic`) ranks best get a window
+(and the current configuration). Windows
 run on the injected :class:`~simulator.planner.windows.WindowRunner` (default:
 in the run's process, one after another); each window's index and seed are
 fixed before any runs, so the executor does not change a decision.
@@ -59,8 +71,9 @@ from simulator.planner.candidates import (
     pools_of,
     replica_counts,
 )
+from simulator.planner.decision import Decision, decide
 from simulator.planner.knobs import KNOBS
-from simulator.planner.objectives import meets_slos
+from simulator.planner.objectives import WindowScore, meets_slos
 from simulator.planner.windows import SerialWindows, WindowRunner, WindowTask
 from simulator.scenario.model import PlannerSpec
 from simulator.workload import RequestTable
@@ -114,7 +127,7 @@ class OnlinePlanner:
         call_at(engine.env, at_s, partial(self._round, at_s))
 
     def _round(self, at_s: float) -> None:
-        """One planning round: window every candidate, apply the best, plan the next round."""
+        """One round: window the candidates and the current configuration, decide, plan the next."""
         engine = self._engine
         assert engine is not None
         if engine.pending_arrivals() == 0 and engine.outstanding() == 0:
@@ -127,25 +140,72 @@ class OnlinePlanner:
             positions = neighbours(self.spec.candidates, self._current_position(engine))
             candidates = [make_candidate(self.spec.candidates, p) for p in positions]
         else:
-            candidates = self.candidates
-        tasks = [self._task(engine, c, recent, in_flight, at_s) for c in candidates]
+            candidates = list(self.candidates)
+        now = self._current_candidate(engine)
+        if now not in candidates:
+            candidates.append(now)
+        here = candidates.index(now)
+        requests = len(recent) + len(in_flight)
+        if requests < self.spec.min_requests:
+            reason = (
+                "empty window"
+                if requests == 0
+                else f"{requests} request{'s' * (requests > 1)} in the window,"
+                f" fewer than {self.spec.min_requests}"
+            )
+            self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, reason))
+            self._schedule(at_s + self.spec.interval_s)
+            return
+        tasks = [
+            self._task(engine, c, recent, in_flight, at_s, i == here)
+            for i, c in enumerate(candidates)
+        ]
         analytic = self._prefilter(engine, tasks, recent)
-        windowed = self._windowed(len(tasks), analytic)
+        windowed = sorted({*self._windowed(len(tasks), analytic), here})
         for i in windowed:
             tasks[i] = replace(tasks[i], index=i, seed=window_seed(self.seed, self._windows))
             self._windows += 1
         scores = dict(zip(windowed, self.windows.run([tasks[i] for i in windowed]), strict=True))
+        spec = self.spec
+        best = min(
+            windowed,
+            key=lambda i: (scores[i].rank(spec.objectives, spec.penalties, spec.slo_floor), i),
+        )
+        if best == here:
+            decision = Decision(False, "current configuration best")
+        else:
+            added = _gpus(tasks[best]) - _gpus(tasks[here])
+            decision = decide(spec, scores[best], scores[here], added)
+        applied = best if decision.change else here
+        if positions and decision.change:
+            self._position = positions[best]
+        self._log(at_s, stats, candidates, here, scores, tasks, applied, decision, analytic)
+        if decision.change:
+            self._apply(engine, candidates[best])
+        self._schedule(at_s + self.spec.interval_s)
+
+    def _log(
+        self,
+        at_s: float,
+        stats: dict[str, Any],
+        candidates: list[Candidate],
+        here: int,
+        scores: dict[int, WindowScore],
+        tasks: list[WindowTask],
+        applied: int,
+        decision: Decision,
+        analytic: list[Estimate] | None = None,
+    ) -> None:
+        """One log row per candidate of the round (see :mod:`simulator.planner.log`)."""
         objectives = self.spec.objectives
         penalties = self.spec.penalties
-        best = min(windowed, key=lambda i: (scores[i].rank(objectives, penalties), i))
-        if positions:
-            self._position = positions[best]
         for i, candidate in enumerate(candidates):
             row: dict[str, Any] = {"time_s": at_s, "candidate": candidate.key, **stats}
             score = scores.get(i)
             for name in objectives:
                 row[f"est_{name}"] = getattr(score, name) if score is not None else math.nan
             row["est_good"] = score.good if score is not None else math.nan
+            row["est_slo_attainment"] = score.slo_attainment if score is not None else math.nan
             if penalties:
                 row["est_penalised_goodput"] = (
                     score.penalised_goodput(penalties) if score is not None else math.nan
@@ -153,10 +213,23 @@ class OnlinePlanner:
             if analytic:
                 row["analytic_goodput"] = analytic[i].goodput
                 row["windowed"] = score is not None
-            row["chosen"] = i == best
+            row["migrated"] = _migrated(tasks[i]) if tasks else 0
+            row["current"] = i == here
+            row["chosen"] = i == applied
+            row["decision"] = "changed" if decision.change else "kept"
+            row["reason"] = decision.reason
             self._rows.append(row)
-        self._apply(engine, candidates[best])
-        self._schedule(at_s + self.spec.interval_s)
+
+    def _current_candidate(self, engine: Engine) -> Candidate:
+        """The run's configuration now, as a candidate of the planner's keys.
+
+        A key whose knob has no value to state now (``draft_model`` under a
+        policy other than ``fixed``: "") is left out, so its window leaves it
+        as the run has it.
+        """
+        keys = candidate_keys(self.spec.candidates)
+        values = ((key, KNOBS[key].current(engine)) for key in keys)
+        return Candidate(tuple((key, value) for key, value in values if value != ""))
 
     def _prefilter(
         self, engine: Engine, tasks: list[WindowTask], recent: RequestTable
@@ -249,10 +322,23 @@ class OnlinePlanner:
         recent: RequestTable,
         in_flight: tuple[InFlight, ...],
         at_s: float,
+        current: bool = False,
     ) -> WindowTask:
-        """The candidate's what-if window from ``at_s`` (index and seed set when it runs)."""
+        """The candidate's what-if window from ``at_s`` (index and seed set when it runs).
+
+        The current configuration's window keeps each pool's replicas as they
+        are (and, before any draft/verify split, their roles).
+        """
         runtime = engine.runtime
-        counts = replica_counts(candidate, engine.serving_counts(), engine.role_counts("verify"))
+        if current:
+            counts = engine.serving_counts()
+            if _unsplit(engine):
+                kept = tuple((k, v) for k, v in candidate.values if k != "draft_replicas")
+                candidate = Candidate(kept)
+        else:
+            counts = replica_counts(
+                candidate, engine.serving_counts(), engine.role_counts("verify")
+            )
         ready = engine.ready_times(counts, self.spec.model_load_s)
         return WindowTask(
             index=-1,
@@ -275,6 +361,26 @@ class OnlinePlanner:
         apply_replicas(engine, candidate, self.spec.model_load_s)
         for name, value in candidate.values:
             KNOBS[name].apply(engine, value, self.spec.model_load_s)
+
+
+def _gpus(task: WindowTask) -> int:
+    """GPUs of a window's replicas."""
+    return sum(plan.gpus for plan in task.runtime.replicas)
+
+
+def _migrated(task: WindowTask) -> int:
+    """Requests the window moves off replicas its candidate lacks."""
+    total = len(task.runtime.replicas)
+    return sum(1 for item in task.in_flight if item.replica >= total)
+
+
+def _unsplit(engine: Engine) -> bool:
+    """Whether some active replica still serves both roles (no draft/verify split yet)."""
+    return any(
+        replica.role == "both"
+        for pool in engine.serving_counts()
+        for replica in engine.active_replicas(pool)
+    )
 
 
 def _mean(values: Any) -> float:

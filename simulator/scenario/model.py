@@ -378,16 +378,23 @@ class SchedulerSpec:
 
 @dataclass(frozen=True)
 class Penalties:
-    """What energy is worth against goodput (``planner.penalties``).
+    """What energy and unfairness are worth against goodput (``planner.penalties``).
 
     Attributes:
         energy_per_kj: Good requests one kJ of a window's energy is worth.
+        fairness_weight: Share of the goodput lost at the least fair window:
+            the goodput is multiplied by ``1 - fairness_weight * (1 - J)``,
+            ``J`` Jain's index of the groups' SLO attainment.
+        fairness_over: The groups: ``origin`` (client device classes) or
+            ``slo_class``.
     """
 
     energy_per_kj: float = 0.0
+    fairness_weight: float = 0.0
+    fairness_over: str = "origin"
 
     def __bool__(self) -> bool:
-        return self.energy_per_kj > 0
+        return self.energy_per_kj > 0 or self.fairness_weight > 0
 
 
 @dataclass(frozen=True)
@@ -405,6 +412,11 @@ class PlannerSpec:
         analytic_keep: Candidates of a round that get a window, the best by
             the analytic estimate (``None``: all).
         penalties: What energy is worth against goodput.
+        hysteresis: Relative gain in the first objective a change must exceed
+            over keeping the current configuration.
+        min_requests: Fewest requests (in flight and replayed) a round
+            decides on; with fewer it keeps the configuration.
+        slo_floor: SLO attainment the ``*_at_slo_floor`` objectives require.
     """
 
     enabled: bool
@@ -416,6 +428,9 @@ class PlannerSpec:
     search: str = "grid"
     analytic_keep: int | None = None
     penalties: Penalties = Penalties()
+    hysteresis: float = 0.05
+    min_requests: int = 20
+    slo_floor: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policies import registry
+from simulator.planner.objective_names import FLOOR_OBJECTIVES, LEADING_OBJECTIVES
 from simulator.scenario.model import Penalties, PlannerSpec
 from simulator.scenario.planner_bounds import planner_size_issues
 from simulator.scenario.sections.context import SCHEMA, BuildContext
@@ -31,6 +32,9 @@ def build_planner(ctx: BuildContext) -> PlannerSpec:
                 "search",
                 "analytic_keep",
                 "penalties",
+                "hysteresis",
+                "min_requests",
+                "slo_floor",
             ),
             "planner.enabled is false, so no planner runs",
         )
@@ -45,7 +49,14 @@ def build_planner(ctx: BuildContext) -> PlannerSpec:
         float(raw.get("model_load_s", 0.0)),
         str(raw["search"]),
         raw["analytic_keep"],
-        Penalties(float(raw["penalties"]["energy_per_kj"])),
+        Penalties(
+            float(raw["penalties"]["energy_per_kj"]),
+            float(raw["penalties"]["fairness_weight"]),
+            str(raw["penalties"]["fairness_over"]),
+        ),
+        float(raw["hysteresis"]),
+        int(raw["min_requests"]),
+        float(raw["slo_floor"]),
     )
 
 
@@ -59,12 +70,31 @@ def _check_planner(ctx: BuildContext, raw: Mapping[str, Any]) -> None:
             "seconds a new replica takes to load its model (a property of the deployment)",
             "missing with planner.enabled: true",
         )
-    if raw["objectives"][0] != "goodput":
+    objectives = raw["objectives"]
+    if objectives[0] not in LEADING_OBJECTIVES or any(
+        name in FLOOR_OBJECTIVES for name in objectives[1:]
+    ):
         ctx.issue(
             "planner.objectives",
-            raw["objectives"],
-            "goodput first, then tie-breakers (p95_tpot, p95_ttft, p95_tvt, energy, cost)",
-            "the first objective is not goodput",
+            objectives,
+            "goodput, goodput_at_slo_floor or gpus_at_slo_floor first, then tie-breakers"
+            " (p95_tpot, p95_ttft, p95_tvt, energy, cost)",
+            "the first objective is not one of those, or a floor objective is not first",
+        )
+    penalties = raw["penalties"]
+    if penalties["fairness_over"] != "origin" and penalties["fairness_weight"] == 0:
+        ctx.issue(
+            "planner.penalties.fairness_over",
+            penalties["fairness_over"],
+            "the default (origin) unless planner.penalties.fairness_weight is above 0",
+            "fairness groups with no fairness penalty",
+        )
+    if raw["slo_floor"] > 0 and objectives[0] not in FLOOR_OBJECTIVES:
+        ctx.issue(
+            "planner.slo_floor",
+            raw["slo_floor"],
+            "0 unless the first objective is goodput_at_slo_floor or gpus_at_slo_floor",
+            "an SLO floor no objective uses",
         )
     if len(set(raw["objectives"])) != len(raw["objectives"]):
         ctx.issue(
