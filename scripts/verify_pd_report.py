@@ -622,70 +622,57 @@ def saturation_table(r: Results) -> str:
     return "\n".join(lines)
 
 
-def smaller_sweep_table(r: Results) -> str:
-    """The smaller sweep beside the documents' table (tokens/s and p95 at each C)."""
-    archs = ("baseline", "pd", "pdv_hybrid", "pdv")
+def _seven_b_table(
+    r: Results,
+    sweep: str,
+    levels: Sequence[int],
+    columns: Sequence[str],
+    cell: Callable[[str, str, str, int], str],
+) -> str:
+    """One row per Llama-2-7B pair, engine and C of ``sweep``; ``cell(pair, engine, arch, c)``."""
     lines = [
-        "| pair | engine | C | " + " | ".join(f"`{a}` tok/s (p95 s)" for a in archs) + " |",
-        "| --- | --- | --- |" + " --- |" * len(archs),
+        "| pair | engine | C | " + " | ".join(columns) + " |",
+        "| --- | --- | --- |" + " --- |" * len(columns),
     ]
     for pair in SEVEN_B:
         for engine in ENGINES:
-            if not r.has("001", pair, engine):
+            if not r.has(sweep, pair, engine):
                 continue
-            for c in (1, 3, 5, 7, 10):
-                cells = []
-                for arch in archs:
-                    tok = r.value(
-                        "throughput_tok_s",
-                        pair=pair,
-                        engine=engine,
-                        architecture=arch,
-                        concurrency=c,
-                        sweep="001",
-                    )
-                    p95 = r.value(
-                        "p95_ms",
-                        pair=pair,
-                        engine=engine,
-                        architecture=arch,
-                        concurrency=c,
-                        sweep="001",
-                    )
-                    cells.append(f"{tok:.1f} ({p95 / 1000:.2f})")
+            for c in levels:
+                cells = [cell(pair, engine, arch, c) for arch in _ARCHS[sweep]]
                 lines.append(f"| {PAIRS[pair]} | {engine} | {c} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+_ARCHS = {"001": ("baseline", "pd", "pdv_hybrid", "pdv"), "mixed": ("pd", "pdv", "engine", "none")}
+"""The architectures of the smaller sweep's and the mixed workload's tables."""
+
+
+def smaller_sweep_table(r: Results) -> str:
+    """The smaller sweep beside the documents' table (tokens/s and p95 at each C)."""
+
+    def cell(pair: str, engine: str, arch: str, c: int) -> str:
+        where = {"pair": pair, "engine": engine, "architecture": arch, "concurrency": c}
+        tok = r.value("throughput_tok_s", sweep="001", **where)
+        p95 = r.value("p95_ms", sweep="001", **where)
+        return f"{tok:.1f} ({p95 / 1000:.2f})"
+
+    columns = [f"`{a}` tok/s (p95 s)" for a in _ARCHS["001"]]
+    return _seven_b_table(r, "001", (1, 3, 5, 7, 10), columns, cell)
 
 
 def mixed_table(r: Results) -> str:
     """TPOT tails on the mixed workload, open loop."""
-    archs = ("pd", "pdv", "engine", "none")
-    lines = [
-        "| pair | engine | C | " + " | ".join(f"`{a}` TPOT p95 / p99 (ms)" for a in archs) + " |",
-        "| --- | --- | --- |" + " --- |" * len(archs),
-    ]
-    for pair in SEVEN_B:
-        for engine in ENGINES:
-            if not r.has("mixed", pair, engine):
-                continue
-            for c in (8, 32, 128):
-                cells = []
-                for arch in archs:
-                    values = [
-                        r.value(
-                            f"tpot_{q}_ms",
-                            pair=pair,
-                            engine=engine,
-                            architecture=arch,
-                            concurrency=c,
-                            loop="open",
-                            sweep="mixed",
-                        )
-                        for q in ("p95", "p99")
-                    ]
-                    cells.append(f"{values[0]:.1f} / {values[1]:.1f}")
-                lines.append(f"| {PAIRS[pair]} | {engine} | {c} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+
+    def cell(pair: str, engine: str, arch: str, c: int) -> str:
+        where = {"pair": pair, "engine": engine, "architecture": arch, "concurrency": c}
+        p95, p99 = (
+            r.value(f"tpot_{q}_ms", loop="open", sweep="mixed", **where) for q in ("p95", "p99")
+        )
+        return f"{p95:.1f} / {p99:.1f}"
+
+    columns = [f"`{a}` TPOT p95 / p99 (ms)" for a in _ARCHS["mixed"]]
+    return _seven_b_table(r, "mixed", (8, 32, 128), columns, cell)
 
 
 def overlap_table(r: Results) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCEPTANCE = ROOT / "acceptance"
@@ -13,12 +13,7 @@ ACCEPTANCE = ROOT / "acceptance"
 
 def load_derive() -> ModuleType:
     """``acceptance/derive.py`` imported as a module."""
-    spec = importlib.util.spec_from_file_location("acceptance_derive", ACCEPTANCE / "derive.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ACCEPTANCE / "derive.py", "acceptance_derive")
 
 
 def shipped() -> list[Path]:

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from simulator.planner.candidates import Candidate
+from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "planner_vs_fixed", ROOT / "scripts" / "planner_vs_fixed.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-pvf = _module()
+pvf = load_script(ROOT / "scripts" / "planner_vs_fixed.py", "planner_vs_fixed")
 DOCUMENT = {
     "hardware_profiles": [
         {"id": "phones", "type": "draft", "count": 100},

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pandas as pd
 import pytest
 
+from tests.script_modules import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "verify_pd_report", ROOT / "scripts" / "verify_pd_report.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-report = _module()
+report = load_script(ROOT / "scripts" / "verify_pd_report.py", "verify_pd_report")
 
 
 def _grid(tmp_path: Path, completed: dict[str, tuple[int, float, float]]) -> Path:
