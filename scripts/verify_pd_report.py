@@ -76,7 +76,11 @@ class Claim:
 
 
 class Results:
-    """Every ``results.csv`` under a folder, with lookups by point."""
+    """Every ``results.csv`` under a folder, with lookups by point.
+
+    Raises:
+        ValueError: The folder holds none of the sweeps the README's commands write.
+    """
 
     def __init__(self, root: Path) -> None:
         frames = []
@@ -98,7 +102,10 @@ class Results:
                     frame["pair"] = pair
                     frames.append(frame)
         if not frames:
-            raise SystemExit(f"{root}: no results.csv in the folders the README's commands write")
+            raise ValueError(
+                f"{root}: no results.csv in the folders the README's commands write "
+                f"(<pair>_<engine>, 001_..., mixed_..., overlap_..., k_..._<pair>)"
+            )
         self.frame = pd.concat(frames, ignore_index=True)
 
     def has(self, sweep: str, pair: str, engine: str) -> bool:
@@ -798,7 +805,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"also put the report between the lines {BEGIN!r} and {END!r} of this file",
     )
     args = parser.parse_args(argv)
-    text = report(args.results)
+    try:
+        text = report(args.results)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     (args.results / "report.md").write_text(text)
     if args.readme is not None:
         readme = args.readme.read_text()

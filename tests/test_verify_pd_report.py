@@ -65,5 +65,6 @@ def test_a_pair_that_did_not_run_is_not_testable(tmp_path) -> None:
 
 
 def test_an_empty_folder_is_refused(tmp_path) -> None:
-    with pytest.raises(SystemExit, match=r"no results\.csv"):
+    with pytest.raises(ValueError, match=r"no results\.csv"):
         report.Results(tmp_path)
+    assert report.main([str(tmp_path)]) == 2
