@@ -89,14 +89,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("error: measure_lane_threads.py needs PyTorch with a CUDA GPU", file=sys.stderr)
+        return 2
 
     from lut_population.inputs import load_models
     from lut_population.profile.points import Point
     from lut_population.profile.torch_model import TorchSteps
 
     if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
+        print("error: measure_lane_threads.py needs a CUDA GPU; none is visible", file=sys.stderr)
         return 2
     models = load_models()
     positions = CONTEXT + DRAFT_LENGTH + 2

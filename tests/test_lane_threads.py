@@ -112,3 +112,19 @@ def test_launch_bound_lanes_share_one_host_thread_and_the_gpu_sits_mostly_idle()
     # Each step's 2.5 ms of GPU work ran inside its launches: 5 ms of work in 20 ms.
     assert gpu.time.work_s == pytest.approx(0.005)
     assert gpu.time.active_s == pytest.approx(0.005)
+
+
+def test_the_measurement_script_says_what_it_needs_without_pytorch(tmp_path, capsys) -> None:
+    """Without PyTorch (CI) the script refuses with one message and exit 2, writing nothing."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("PyTorch is installed: the script would measure")
+    from tests.script_modules import load_script
+
+    script = load_script(DATA.parents[3] / "scripts" / "measure_lane_threads.py", "lane_threads")
+    assert script.main(["--out", str(tmp_path / "out.csv")]) == 2
+    assert "needs PyTorch" in capsys.readouterr().err
+    assert not (tmp_path / "out.csv").exists()
