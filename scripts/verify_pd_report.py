@@ -75,6 +75,22 @@ class Claim:
     why: str
 
 
+def _folders() -> list[tuple[str, str, str]]:
+    """``(sweep, pair, folder)`` of every results folder the README's commands write."""
+    per_engine = [
+        (sweep, pair, f"{prefix}{pair}_{engine}")
+        for sweep, prefix in (("main", ""), ("001", "001_"), ("mixed", "mixed_"))
+        for pair in PAIRS
+        for engine in ENGINES
+    ]
+    per_pair = [
+        (sweep, pair, f"{sweep}_{pair}")
+        for sweep in ("overlap", "k_static", "k_feedback", "k_none")
+        for pair in PAIRS
+    ]
+    return per_engine + per_pair
+
+
 class Results:
     """Every ``results.csv`` under a folder, with lookups by point.
 
@@ -84,23 +100,13 @@ class Results:
 
     def __init__(self, root: Path) -> None:
         frames = []
-        for sweep, prefix in (("main", ""), ("001", "001_"), ("mixed", "mixed_")):
-            for pair in PAIRS:
-                for engine in ENGINES:
-                    path = root / f"{prefix}{pair}_{engine}" / "results.csv"
-                    if path.is_file():
-                        frame = pd.read_csv(path)
-                        frame["sweep"] = sweep
-                        frame["pair"] = pair
-                        frames.append(frame)
-        for sweep in ("overlap", "k_static", "k_feedback", "k_none"):
-            for pair in PAIRS:
-                path = root / f"{sweep}_{pair}" / "results.csv"
-                if path.is_file():
-                    frame = pd.read_csv(path)
-                    frame["sweep"] = sweep
-                    frame["pair"] = pair
-                    frames.append(frame)
+        for sweep, pair, folder in _folders():
+            path = root / folder / "results.csv"
+            if path.is_file():
+                frame = pd.read_csv(path)
+                frame["sweep"] = sweep
+                frame["pair"] = pair
+                frames.append(frame)
         if not frames:
             raise ValueError(
                 f"{root}: no results.csv in the folders the README's commands write "
