@@ -383,27 +383,19 @@ def claims(r: Results) -> list[Claim]:
 
     # 003: the overhead valley.
     valley = (6, 8, 10, 12, 16)
-    unified = _ratios(
-        r,
-        "throughput_tok_s",
-        "pdv_unified",
-        "pd",
-        main_pairs,
-        eager,
-        valley,
-        loop="open",
-        accounting="completed",
-    )
-    lanes = _ratios(
-        r,
-        "throughput_tok_s",
-        "pdv",
-        "pd",
-        main_pairs,
-        eager,
-        valley,
-        loop="open",
-        accounting="completed",
+    unified, lanes = (
+        _ratios(
+            r,
+            "throughput_tok_s",
+            arch,
+            "pd",
+            main_pairs,
+            eager,
+            valley,
+            loop="open",
+            accounting="completed",
+        )
+        for arch in ("pdv_unified", "pdv")
     )
     rows.append(
         Claim(
