@@ -2,7 +2,10 @@
 
 One row per candidate per round: the round's time, the candidate
 (``key=value``), what the round saw (``waiting``, ``outstanding``,
-``serving``), the window's estimate of each objective (``est_<objective>``,
+``serving``, ``recent_*``), the arrival rate its windows replay
+(``forecast_arrival_rate_per_s``), why it ran windows or not (``replan``;
+see :mod:`simulator.planner.trigger`; empty for a round with too few
+requests), the window's estimate of each objective (``est_<objective>``,
 ``est_good``: requests meeting every SLO in the window,
 ``est_slo_attainment``: their share of the window's requests), the
 requests its window migrates off replicas it removes (``migrated``),

@@ -6,15 +6,18 @@ due at that instant), the planner:
 
 1. samples the recent statistics: the arrivals of the last ``window_s``
    seconds (rate, mean prompt and output lengths) and the requests waiting
-   and outstanding on the serving replicas;
+   and outstanding on the serving replicas, and forecasts the next
+   ``window_s`` seconds (:mod:`simulator.planner.forecast`: the last
+   ``window_s``, or the busiest ``window_s`` of the last ``history_s``);
+   unless :mod:`simulator.planner.trigger` finds the load moved (or the last
+   estimate missed) since the last round that ran windows, the round keeps
+   the configuration without windows;
 2. runs one what-if window per candidate (:mod:`simulator.planner.candidates`)
    from the run's current state: a fresh engine with the candidate's runtime,
    the run's unfinished requests (:meth:`Engine.snapshot`: they keep their
    arrival, first-token times and counters; the candidate has the first
    ``n`` replicas of each pool, so requests of the others migrate) and the
-   arrivals of the last ``window_s`` seconds replayed from now (shifted by
-   ``window_s``: the planner assumes the next seconds look like the last
-   ones; early in the run, the seconds there are repeat to fill it), run until every one
+   forecast arrivals replayed from now, run until every one
    of these requests has ended (at most ``WINDOW_CAP * window_s``). A replica the candidate
    adds takes work only after ``model_load_s`` (one the run is loading,
    from when it is ready). Its random streams come from the run's seed and
@@ -72,8 +75,10 @@ from simulator.planner.candidates import (
     replica_counts,
 )
 from simulator.planner.decision import Decision, decide
+from simulator.planner.forecast import forecast, load_of
 from simulator.planner.knobs import KNOBS
 from simulator.planner.objectives import WindowScore, meets_slos
+from simulator.planner.trigger import Windowed, replan_reason
 from simulator.planner.windows import SerialWindows, WindowRunner, WindowTask
 from simulator.scenario.model import PlannerSpec
 from simulator.workload import RequestTable
@@ -110,6 +115,8 @@ class OnlinePlanner:
         self._windows = 0
         self._engine: Engine | None = None
         self._start_s = 0.0
+        self._windowed_last: Windowed | None = None
+        """The last round that ran windows (the re-plan trigger's reference)."""
 
     def start(self, engine: Engine) -> None:
         """Schedule the first round at ``interval_s`` after the run's start."""
@@ -132,8 +139,12 @@ class OnlinePlanner:
         assert engine is not None
         if engine.pending_arrivals() == 0 and engine.outstanding() == 0:
             return  # nothing left to plan for: the run ends with its last request
-        stats = self._statistics(engine, at_s)
         recent = self._recent_arrivals(engine, at_s)
+        spec = self.spec
+        stats = {
+            **self._statistics(engine, at_s),
+            "forecast_arrival_rate_per_s": len(recent) / spec.window_s,
+        }
         in_flight = engine.snapshot()
         positions: list[dict[str, int]] = []
         if self.spec.search == "hill_climb":
@@ -153,7 +164,22 @@ class OnlinePlanner:
                 else f"{requests} request{'s' * (requests > 1)} in the window,"
                 f" fewer than {self.spec.min_requests}"
             )
+            stats = {**stats, "replan": ""}
             self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, reason))
+            self._schedule(at_s + self.spec.interval_s)
+            return
+        load = load_of(recent, len(in_flight))
+        replan, why = replan_reason(
+            self.spec.replan_drift,
+            self._windowed_last,
+            load,
+            stats["recent_completed"],
+            stats["recent_slo_attainment"],
+            self.spec.min_requests,
+        )
+        stats = {**stats, "replan": why}
+        if not replan:
+            self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, why))
             self._schedule(at_s + self.spec.interval_s)
             return
         tasks = [
@@ -166,7 +192,6 @@ class OnlinePlanner:
             tasks[i] = replace(tasks[i], index=i, seed=window_seed(self.seed, self._windows))
             self._windows += 1
         scores = dict(zip(windowed, self.windows.run([tasks[i] for i in windowed]), strict=True))
-        spec = self.spec
         best = min(
             windowed,
             key=lambda i: (scores[i].rank(spec.objectives, spec.penalties, spec.slo_floor), i),
@@ -177,6 +202,9 @@ class OnlinePlanner:
             added = _gpus(tasks[best]) - _gpus(tasks[here])
             decision = decide(spec, scores[best], scores[here], added)
         applied = best if decision.change else here
+        self._windowed_last = Windowed(
+            at_s, load, scores[applied].slo_attainment, bool(positions) and decision.change
+        )
         if positions and decision.change:
             self._position = positions[best]
         self._log(at_s, stats, candidates, here, scores, tasks, applied, decision, analytic)
@@ -289,31 +317,9 @@ class OnlinePlanner:
         }
 
     def _recent_arrivals(self, engine: Engine, at_s: float) -> RequestTable:
-        """The arrivals of the last ``window_s`` seconds, replayed from ``at_s`` on.
-
-        Early in the run, when fewer than ``window_s`` seconds have passed,
-        the seconds there are repeat back to back to fill the window (the
-        rate is kept). They take ids after the run's table, so they never
-        clash with the run's unfinished requests.
-        """
-        table = engine.requests
-        window_s = self.spec.window_s
-        history_s = min(window_s, at_s - self._start_s)
-        recent = table.window(at_s - history_s, at_s, rebase=False)
-        copies = max(1, math.ceil(window_s / history_s - 1e-9))
-        arrival = np.concatenate([recent.arrival_s + history_s * (j + 1) for j in range(copies)])
-        keep = arrival < at_s + window_s
-        tile = partial(np.tile, reps=copies)
-        return RequestTable(
-            arrival_s=arrival[keep],
-            prompt_tokens=tile(recent.prompt_tokens)[keep],
-            output_tokens=tile(recent.output_tokens)[keep],
-            slo_class=tile(recent.slo_class)[keep],
-            origin=tile(recent.origin)[keep],
-            category=tile(recent.category)[keep],
-            slos=table.slos,
-            first_id=table.first_id + len(table),
-        )
+        """The arrivals a window replays from ``at_s`` on (:func:`~simulator.planner.forecast.forecast`)."""
+        spec = self.spec
+        return forecast(engine.requests, at_s, self._start_s, spec.window_s, spec.history_s)
 
     def _task(
         self,

@@ -417,6 +417,11 @@ class PlannerSpec:
         min_requests: Fewest requests (in flight and replayed) a round
             decides on; with fewer it keeps the configuration.
         slo_floor: SLO attainment the ``*_at_slo_floor`` objectives require.
+        history_s: Past seconds whose busiest ``window_s`` a window replays
+            (``window_s``: the last ``window_s``; see :mod:`simulator.planner.forecast`).
+        replan_drift: Change in load (relative) or SLO attainment (share) that
+            makes a round run its windows (0: every round; see
+            :mod:`simulator.planner.trigger`).
     """
 
     enabled: bool
@@ -431,6 +436,8 @@ class PlannerSpec:
     hysteresis: float = 0.05
     min_requests: int = 20
     slo_floor: float = 0.0
+    history_s: float = 10.0
+    replan_drift: float = 0.1
 
 
 @dataclass(frozen=True)

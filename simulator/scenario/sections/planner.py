@@ -35,6 +35,8 @@ def build_planner(ctx: BuildContext) -> PlannerSpec:
                 "hysteresis",
                 "min_requests",
                 "slo_floor",
+                "history_s",
+                "replan_drift",
             ),
             "planner.enabled is false, so no planner runs",
         )
@@ -57,6 +59,8 @@ def build_planner(ctx: BuildContext) -> PlannerSpec:
         float(raw["hysteresis"]),
         int(raw["min_requests"]),
         float(raw["slo_floor"]),
+        float(raw["window_s"] if raw["history_s"] is None else raw["history_s"]),
+        float(raw["replan_drift"]),
     )
 
 
@@ -69,6 +73,14 @@ def _check_planner(ctx: BuildContext, raw: Mapping[str, Any]) -> None:
             None,
             "seconds a new replica takes to load its model (a property of the deployment)",
             "missing with planner.enabled: true",
+        )
+    if raw["history_s"] is not None and raw["history_s"] < raw["window_s"]:
+        ctx.issue(
+            "planner.history_s",
+            raw["history_s"],
+            f"null or at least planner.window_s ({raw['window_s']:g}): the busiest window_s"
+            " of the last history_s seconds is replayed",
+            "a history shorter than the window it fills",
         )
     objectives = raw["objectives"]
     if objectives[0] not in LEADING_OBJECTIVES or any(
