@@ -15,6 +15,7 @@ slice                                   original file                           
 azure_conv_10k.csv                      AzureLLMInferenceTrace_conv_2023.csv                         1-10000
 azure_code_2k.csv                       AzureLLMInferenceTrace_code_2023.csv                         1-2000
 azure_code_1h.csv                       AzureLLMInferenceTrace_code_2023.csv                         1-8819
+azure_conv_1h.csv                       AzureLLMInferenceTrace_conv_2023.csv                         1-19366
 mooncake_conv_2k.csv                    mooncake_conversation_trace.csv                              1-2000
 arxiv_summarization_lengths_2k.csv      arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv   1-2000
 ======================================  ===========================================================  ======
@@ -46,6 +47,7 @@ SLICES: tuple[Slice, ...] = (
     Slice("azure_conv_10k.csv", "AzureLLMInferenceTrace_conv_2023.csv", 10_000),
     Slice("azure_code_2k.csv", "AzureLLMInferenceTrace_code_2023.csv", 2_000),
     Slice("azure_code_1h.csv", "AzureLLMInferenceTrace_code_2023.csv", 8_819),
+    Slice("azure_conv_1h.csv", "AzureLLMInferenceTrace_conv_2023.csv", 19_366),
     Slice("mooncake_conv_2k.csv", "mooncake_conversation_trace.csv", 2_000),
     Slice(
         "arxiv_summarization_lengths_2k.csv",
