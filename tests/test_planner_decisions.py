@@ -156,10 +156,10 @@ def test_idle_gpus_never_raise_a_penalised_score(good, energy_per_kj):
         previous = score
 
 
-def test_rounds_without_enough_requests_keep_the_configuration(tmp_path: Path):
+def test_rounds_with_few_requests_may_shrink_never_grow(tmp_path: Path):
     """6 requests/s for 10 s, then one every 20 s: the first round changes (2 -> 4); once the
-    window holds fewer than min_requests requests (or none) every round keeps, running no
-    window."""
+    window holds fewer than min_requests requests it weighs only candidates with no more GPUs
+    (it returns to 2 and never grows), and an empty window keeps, running no window."""
     phases = [(6.0, 10.0), (0.05, 40.0)]
     result = run(_scenario(tmp_path, phases, 2, {**_planner(10), "interval_s": 5}))
     log = result.planner_log
@@ -168,9 +168,15 @@ def test_rounds_without_enough_requests_keep_the_configuration(tmp_path: Path):
     assert rounds.loc[5.0, "reason"].startswith("best by goodput +")
     late = rounds[rounds.index >= 20.0]
     assert len(late) >= 2
-    assert (late["decision"] == "kept").all()
-    assert set(late["reason"]) == {"empty window", "1 request in the window, fewer than 20"}
-    assert log[log["time_s"] >= 20.0]["est_goodput"].isna().all()
+    few = late[late["reason"].str.startswith("1 request in the window, fewer than 20")]
+    assert len(few) >= 1
+    empty = late[late["reason"] == "empty window"]
+    assert (empty["decision"] == "kept").all()
+    assert log[log["reason"] == "empty window"]["est_goodput"].isna().all()
+    windowed = log[log["reason"].str.startswith("1 request") & log["est_goodput"].notna()]
+    assert set(windowed["candidate"]) <= {"verify_replicas=2", "verify_replicas=4"}
+    chosen = log[log["chosen"]].set_index("time_s")["candidate"]
+    assert chosen[chosen.index >= 20.0].iloc[-1] == "verify_replicas=2"
     # each round names the current configuration once and leaves one in place
     assert log.groupby("time_s")["current"].sum().eq(1).all()
     assert log.groupby("time_s")["chosen"].sum().eq(1).all()
@@ -180,15 +186,23 @@ def test_rounds_without_enough_requests_keep_the_configuration(tmp_path: Path):
 
 def test_min_requests_and_hysteresis_are_honoured(tmp_path: Path):
     """At 3 requests/s on 8 replicas the planner drops to 2 at once (goodput about 4 times
-    the current); a minimum above the window's requests, or a margin of 10 (1,000 %),
-    keeps 8 throughout."""
+    the current), even below min_requests (a shrink); a margin of 10 (1,000 %) keeps 8
+    throughout. At 6 requests/s on 2 replicas it grows, unless min_requests is above the
+    window's requests."""
     changed = run(_scenario(tmp_path / "d", [(3, 30)], 8, _planner(10))).planner_log
     assert changed[changed["chosen"]]["candidate"].iloc[0] == "verify_replicas=2"
-    for sub, key, value in (("m", "min_requests", 10_000), ("h", "hysteresis", 10.0)):
-        planner = {**_planner(10), key: value}
-        log = run(_scenario(tmp_path / sub, [(3, 30)], 8, planner)).planner_log
-        assert (log["decision"] == "kept").all(), (key, log["reason"].unique())
-        assert set(log[log["chosen"]]["candidate"]) == {"verify_replicas=8"}
+    few = run(_scenario(tmp_path / "m", [(3, 30)], 8, {**_planner(10), "min_requests": 10_000}))
+    assert few.planner_log[few.planner_log["chosen"]]["candidate"].iloc[0] == "verify_replicas=2"
+    planner = {**_planner(10), "hysteresis": 10.0}
+    log = run(_scenario(tmp_path / "h", [(3, 30)], 8, planner)).planner_log
+    assert (log["decision"] == "kept").all(), log["reason"].unique()
+    assert set(log[log["chosen"]]["candidate"]) == {"verify_replicas=8"}
+    grows = run(_scenario(tmp_path / "g", [(6, 30)], 2, _planner(10))).planner_log
+    assert grows[grows["chosen"]]["candidate"].iloc[0] != "verify_replicas=2"
+    planner = {**_planner(10), "min_requests": 10_000}
+    held = run(_scenario(tmp_path / "gm", [(6, 30)], 2, planner)).planner_log
+    assert set(held[held["chosen"]]["candidate"]) == {"verify_replicas=2"}
+    assert held["reason"].str.contains("no candidate with more GPUs").all()
 
 
 def test_the_slo_floor_decides_how_few_gpus_the_planner_keeps(tmp_path: Path):

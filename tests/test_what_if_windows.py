@@ -176,11 +176,16 @@ def test_a_closed_loop_window_reproduces_the_full_run(tmp_path):
         )
 
 
+SHORT = {"design_example": ["workload.duration_s=20"]}
+"""Overrides keeping an example's full run short."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["design_example", "hybrid_mix"])
 def test_windows_of_the_shipped_examples_reproduce_their_full_runs(name):
     """Real profiles, several pools, both hybrid lanes and the example's policies."""
-    scenario = load_scenario(Path(__file__).parents[1] / "scenarios" / "examples" / f"{name}.yaml")
+    path = Path(__file__).parents[1] / "scenarios" / "examples" / f"{name}.yaml"
+    scenario = load_scenario(path, overrides=SHORT.get(name, []))
     full_run = run(scenario)
     full = {r.request_id: r for r in full_run.output.records}
     start_s = full_run.output.simulated_s / 3

@@ -20,8 +20,8 @@ The gain is relative, in the first objective: goodput (or, for the floor
 objectives, first whether the floor is met, then the attainment below it,
 then, at equal attainment or both meeting it, goodput or GPUs). A better rank in a tie-breaker alone is no gain.
 Rounds with fewer than ``planner.min_requests`` requests (the run's
-unfinished ones plus the arrivals replayed) run no window and keep the
-configuration.
+unfinished ones plus the arrivals replayed) weigh only candidates holding
+no more GPUs than the current configuration (none: no window, kept).
 """
 
 from __future__ import annotations

@@ -36,9 +36,11 @@ due at that instant), the planner:
    (:mod:`simulator.planner.knobs`; the replica counts through
    :func:`~simulator.planner.candidates.apply_replicas`).
 
-A round whose window would hold fewer than ``planner.min_requests``
-requests (the run's unfinished ones plus the arrivals replayed; none: an
-empty window) runs no window and keeps the configuration. Every round's
+A round whose window would hold no request keeps the configuration; one
+with fewer than ``planner.min_requests`` (the run's unfinished ones plus
+the arrivals replayed) windows only the candidates holding no more GPUs
+than the current configuration: a near-empty window may shrink the run,
+never grow it. Every round's
 log rows say its ``decision`` (``kept`` or ``changed``) and ``reason``.
 
 With ``analytic_keep: M`` only the ``M`` candidates that the analytic
@@ -74,7 +76,7 @@ from simulator.planner.candidates import (
     pools_of,
     replica_counts,
 )
-from simulator.planner.decision import Decision, decide
+from simulator.planner.decision import Decision, decide, gain
 from simulator.planner.forecast import forecast, load_of
 from simulator.planner.knobs import KNOBS
 from simulator.planner.objectives import WindowScore, meets_slos
@@ -157,17 +159,17 @@ class OnlinePlanner:
             candidates.append(now)
         here = candidates.index(now)
         requests = len(recent) + len(in_flight)
-        if requests < self.spec.min_requests:
-            reason = (
-                "empty window"
-                if requests == 0
-                else f"{requests} request{'s' * (requests > 1)} in the window,"
-                f" fewer than {self.spec.min_requests}"
-            )
+        if requests == 0:
             stats = {**stats, "replan": ""}
-            self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, reason))
+            self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, "empty window"))
             self._schedule(at_s + self.spec.interval_s)
             return
+        few = (
+            f"{requests} request{'s' * (requests > 1)} in the window, fewer than"
+            f" {spec.min_requests}: no candidate with more GPUs; "
+            if requests < spec.min_requests
+            else ""
+        )
         load = load_of(recent, len(in_flight))
         replan, why = replan_reason(
             self.spec.replan_drift,
@@ -186,21 +188,29 @@ class OnlinePlanner:
             self._task(engine, c, recent, in_flight, at_s, i == here)
             for i, c in enumerate(candidates)
         ]
-        analytic = self._prefilter(engine, tasks, recent)
-        windowed = sorted({*self._windowed(len(tasks), analytic), here})
+        if few:
+            analytic: list[Estimate] = []
+            windowed = [i for i, task in enumerate(tasks) if _gpus(task) <= _gpus(tasks[here])]
+        else:
+            analytic = self._prefilter(engine, tasks, recent)
+            windowed = sorted({*self._windowed(len(tasks), analytic), here})
         for i in windowed:
             tasks[i] = replace(tasks[i], index=i, seed=window_seed(self.seed, self._windows))
             self._windows += 1
         scores = dict(zip(windowed, self.windows.run([tasks[i] for i in windowed]), strict=True))
-        best = min(
-            windowed,
-            key=lambda i: (scores[i].rank(spec.objectives, spec.penalties, spec.slo_floor), i),
-        )
-        if best == here:
-            decision = Decision(False, "current configuration best")
+        if few:
+            best, decision = self._shrink(tasks, scores, here)
         else:
-            added = _gpus(tasks[best]) - _gpus(tasks[here])
-            decision = decide(spec, scores[best], scores[here], added)
+            best = min(
+                windowed,
+                key=lambda i: (scores[i].rank(spec.objectives, spec.penalties, spec.slo_floor), i),
+            )
+            if best == here:
+                decision = Decision(False, "current configuration best")
+            else:
+                added = _gpus(tasks[best]) - _gpus(tasks[here])
+                decision = decide(spec, scores[best], scores[here], added)
+        decision = replace(decision, reason=few + decision.reason)
         applied = best if decision.change else here
         self._windowed_last = Windowed(
             at_s, load, scores[applied].slo_attainment, bool(positions) and decision.change
@@ -211,6 +221,24 @@ class OnlinePlanner:
         if decision.change:
             self._apply(engine, candidates[best])
         self._schedule(at_s + self.spec.interval_s)
+
+    def _shrink(
+        self, tasks: list[WindowTask], scores: dict[int, WindowScore], here: int
+    ) -> tuple[int, Decision]:
+        """A round with few requests: the fewest GPUs whose window is no worse than the current's.
+
+        Its windows are too small to rank candidates by a few requests more or
+        less; what they can show is that a smaller configuration loses nothing
+        in the first objective, and then it frees the GPUs (ties: the earlier
+        candidate).
+        """
+        spec = self.spec
+        fit = [i for i in scores if i == here or gain(spec, scores[i], scores[here])[0] >= 0]
+        best = min(fit, key=lambda i: (_gpus(tasks[i]), i))
+        if _gpus(tasks[best]) == _gpus(tasks[here]):
+            return here, Decision(False, "no configuration with fewer GPUs as good")
+        name = gain(spec, scores[best], scores[here])[1]
+        return best, Decision(True, f"fewest GPUs no worse in {name}")
 
     def _log(
         self,

@@ -19,7 +19,7 @@ TEST_SIZE: dict[str, list[str]] = {
     "low_rtt_distributed": ["workload.max_requests=200"],
     "low_rtt_fused": ["workload.max_requests=200"],
     "hybrid_mix": ["workload.max_requests=200"],
-    "design_example": [],  # 20 s of arrivals already
+    "design_example": ["workload.duration_s=20"],
 }
 """Overrides that shrink each example to a few seconds of wall time."""
 
