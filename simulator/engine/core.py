@@ -51,7 +51,7 @@ from simulator.engine.lifecycle import ServerContext
 from simulator.engine.network import Network
 from simulator.engine.records import EngineOutput, InFlight, RequestRecord
 from simulator.engine.request_state import RequestState, to_record
-from simulator.engine.runtime import RunSettings, Runtime
+from simulator.engine.runtime import ClassInfo, ReplicaPlan, RunSettings, Runtime
 from simulator.engine.speculation import Speculation
 from simulator.engine.step_timing import StepTiming
 from simulator.engine.target import TargetReplica
@@ -215,6 +215,14 @@ class Engine:
     def set_replica_count(self, pool: str, count: int, load_s: float) -> None:
         """Make ``count`` replicas of ``pool`` serve (see :meth:`Fleet.set_replica_count`)."""
         self.fleet.set_replica_count(pool, count, load_s)
+
+    def set_replica_plan(self, pool: str, plan: ReplicaPlan, count: int, load_s: float) -> None:
+        """Make ``count`` replicas of ``plan`` serve ``pool`` (see :meth:`Fleet.set_replica_plan`)."""
+        self.fleet.set_replica_plan(pool, plan, count, load_s)
+
+    def tensor_parallel(self, pool: str) -> int:
+        """The tensor-parallel degree ``pool`` serves with now (see :meth:`Fleet.tensor_parallel`)."""
+        return self.fleet.tensor_parallel(pool)
 
     def set_replica_split(self, pool: str, draft: int, verify: int, load_s: float) -> None:
         """Give ``pool`` draft and verify replicas (see :meth:`Fleet.set_replica_split`)."""
@@ -416,8 +424,12 @@ class Engine:
             replica_pools=pools,
             replica_gpus=tuple(r.gpus for r in replicas),
             replica_energy_j=tuple(r.energy_j for r in replicas),
-            replica_idle_power_w=tuple(classes[p].idle_power_w for p in pools),
-            replica_usd_per_hour=tuple(classes[p].usd_per_hour for p in pools),
+            replica_idle_power_w=tuple(
+                _by_gpus(classes[r.pool].idle_power_w, r, classes[r.pool]) for r in replicas
+            ),
+            replica_usd_per_hour=tuple(
+                _by_gpus(classes[r.pool].usd_per_hour, r, classes[r.pool]) for r in replicas
+            ),
             kv_occupancy_mean=tuple(r.kv.mean_occupancy(now) for r in replicas),
             device_energy_j=sum(d.energy_j for d in devices),
             device_busy_s=sum(d.busy_s for d in devices),
@@ -438,6 +450,17 @@ class Engine:
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
         )
+
+
+def _by_gpus(per_unit: float | None, replica: TargetReplica, cls: ClassInfo) -> float | None:
+    """A class's figure per scenario replica, for ``replica`` (scaled by its GPUs over theirs).
+
+    Differs only for a replica of another tensor-parallel degree (a planner's
+    ``tensor_parallel`` candidates): the same hardware, so the same figure per GPU.
+    """
+    if per_unit is None or not cls.gpus or not cls.units:
+        return per_unit
+    return per_unit * replica.gpus * cls.units / cls.gpus
 
 
 def _k_reserve(settings: RunSettings) -> int:

@@ -102,6 +102,8 @@ class DraftDevice:
         self.ready_first_token: set[int] = set()
         self.busy_s = 0.0
         self.energy_j = 0.0
+        self.gpus = 0
+        """GPUs of a target pool it holds: none (a client device)."""
         self._busy_until = -INF
         self._wakes: set[float] = set()
 

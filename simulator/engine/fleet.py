@@ -20,7 +20,7 @@ from simulator.engine.binding import DecodeLane
 from simulator.engine.clock import call_after
 from simulator.engine.draft_device import DraftDevice
 from simulator.engine.lifecycle import ServerContext
-from simulator.engine.runtime import ReplicaPlan, Runtime
+from simulator.engine.runtime import ReplicaPlan, Runtime, loading_plan
 from simulator.engine.target import DRAINING, LOADING, RETIRED, SERVING, TargetReplica
 
 
@@ -54,6 +54,10 @@ class Fleet:
         self.always_available = True
         self.context: ServerContext | None = None
         """What servers share (bound by :meth:`open`)."""
+        self._plans: dict[str, ReplicaPlan] = {}
+        """Each pool's plan for the replicas it starts (its first; a planner's degree)."""
+        for plan in runtime.replicas:
+            self._plans.setdefault(plan.pool, plan)
 
     def open(self, context: ServerContext) -> None:
         """Build the runtime's replicas, sharing ``context``."""
@@ -113,26 +117,53 @@ class Fleet:
         context = self._context()
         env = context.env
         now = env.now
+        plan = self._plans[pool]
         mine = [r for r in self.replicas if r.pool == pool]
         active = [r for r in mine if r.state in (SERVING, LOADING)]
         for replica in reversed(active[count:]):
             self._drain(replica)
         missing = count - len(active)
-        for replica in [r for r in mine if r.state is DRAINING][:missing]:
+        degree = plan.tensor_parallel
+        draining = [r for r in mine if r.state is DRAINING and r.plan.tensor_parallel == degree]
+        for replica in draining[:missing]:
             replica.state = SERVING
             self.serving.append(replica)
             missing -= 1
+        # A pool left with no serving replica (a reload at another tensor-parallel
+        # degree) routes new requests to its loading replicas: they wait for the model.
+        routable = not any(r.pool == pool for r in self.serving)
         if missing > 0:
-            plan = mine[0].plan
             for _ in range(missing):
-                replica = self._new_replica(len(self.replicas), plan)
+                built = loading_plan(plan, now + load_s) if routable else plan
+                replica = self._new_replica(len(self.replicas), built)
                 replica.state = LOADING
                 replica.ready_s = now + load_s
                 self.replicas.append(replica)
+                if routable:
+                    self.serving.append(replica)
+                    self.always_available = self.always_available and replica.always_available
                 self._spans.append([now, math.inf])
                 context.tracer.event(now, "replica_loading", f"replica {replica.index}", pool)
                 call_after(env, load_s, partial(self._replica_ready, replica))
         self.serving.sort(key=_replica_index)
+
+    def set_replica_plan(self, pool: str, plan: ReplicaPlan, count: int, load_s: float) -> None:
+        """Make ``count`` replicas of ``plan`` (a tensor-parallel degree) serve ``pool``, from now on.
+
+        The pool's active replicas of another degree drain (they finish their
+        requests, then retire); then the pool is resized to ``count`` as
+        :meth:`set_replica_count` does, its new replicas built from ``plan``:
+        they hold their GPUs from now and take work after ``load_s``.
+        """
+        for replica in self.active_replicas(pool):
+            if replica.plan.tensor_parallel != plan.tensor_parallel:
+                self._drain(replica)
+        self._plans[pool] = plan
+        self.set_replica_count(pool, count, load_s)
+
+    def tensor_parallel(self, pool: str) -> int:
+        """The tensor-parallel degree of the replicas ``pool`` serves with (and starts) now."""
+        return self._plans[pool].tensor_parallel
 
     def set_replica_split(self, pool: str, draft: int, verify: int, load_s: float) -> None:
         """Give ``pool`` ``draft`` draft replicas and ``verify`` verify replicas, from now on.
@@ -174,8 +205,9 @@ class Fleet:
         """A new replica has loaded its model: it serves, unless drained meanwhile."""
         if replica.state is LOADING:
             replica.state = SERVING
-            self.serving.append(replica)
-            self.serving.sort(key=_replica_index)
+            if replica not in self.serving:
+                self.serving.append(replica)
+                self.serving.sort(key=_replica_index)
             context = self._context()
             context.tracer.event(context.env.now, "replica_ready", f"replica {replica.index}", "")
 
@@ -240,9 +272,16 @@ class Fleet:
 
         Every replica counts from the run's start (or when it was added,
         loading included) until it retired or ``end_s``: what a pool's idle
-        energy and hourly price are paid for when a planner resized it.
+        energy and hourly price are paid for when a planner resized it. The
+        seconds are of the pool's scenario replica: a replica of another
+        tensor-parallel degree counts its seconds times its GPUs over the
+        scenario replica's (same hardware, so the price and idle power of a
+        GPU are the same).
         """
         held: dict[str, list[float]] = {plan.pool: [] for plan in self.runtime.replicas}
+        classes = {cls.id: cls for cls in self.runtime.classes}
         for replica, (on, off) in zip(self.replicas, self.spans_s(end_s), strict=True):
-            held[replica.pool].append(max(0.0, off - on))
+            cls = classes.get(replica.pool)
+            scale = replica.gpus * cls.units / cls.gpus if cls and cls.gpus and cls.units else 1.0
+            held[replica.pool].append(max(0.0, off - on) * scale)
         return held

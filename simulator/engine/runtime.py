@@ -13,12 +13,12 @@ without a scenario file.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies.lanes import DECODE, FUSED, VERIFY
 from simulator.acceptance import AcceptanceModel
 from simulator.devices.engine_profile import step_models
-from simulator.devices.model import Availability, ThermalSpec
+from simulator.devices.model import Availability, AvailabilityWindow, ThermalSpec
 from simulator.engine.costs import LaneCosts, PhaseCost, ReplicaCosts
 from simulator.engine.step_pricing import StepPricer, TreeShape
 from simulator.engine.step_timing import StepTiming
@@ -59,6 +59,7 @@ class ReplicaPlan:
             lane rule of ``scheduler.arbitration`` (``None``: whole rounds).
         role: The work new requests bring it (see :data:`ROLE_MODES`): ``both``
             unless a planner's draft/verify split gave it ``draft`` or ``verify``.
+        tensor_parallel: Its tensor-parallel degree (its profile's).
     """
 
     pool: str
@@ -71,6 +72,23 @@ class ReplicaPlan:
     fused_acceptance: AcceptanceModel | None
     lane_costs: LaneCosts | None = None
     role: str = "both"
+    tensor_parallel: int = 1
+
+
+NEVER_S = 1e15
+"""End of a loading replica's availability (later than any run)."""
+
+
+def loading_plan(plan: ReplicaPlan, ready_s: float) -> ReplicaPlan:
+    """``plan`` for a replica that takes work from ``ready_s`` on (it loads its model until then).
+
+    Work routed to it before waits. A pool with availability windows of its
+    own keeps them.
+    """
+    if plan.availability.kind != "always":
+        return plan
+    window = AvailabilityWindow(ready_s, NEVER_S)
+    return replace(plan, availability=Availability("windows", NEVER_S, (window,)))
 
 
 ROLE_MODES: Mapping[str, frozenset[str]] = {
@@ -229,6 +247,9 @@ class Runtime:
         clients: Client device classes by id.
         classes: Every device class, in scenario order, for the metrics.
         luts: The LUT manager (to tell which keys carry energy data).
+        tensor_parallel_plans: ``(pool, degree)`` -> a replica of the pool at
+            that tensor-parallel degree (the online planner's
+            ``tensor_parallel`` candidates; empty without them).
     """
 
     settings: RunSettings
@@ -236,6 +257,7 @@ class Runtime:
     clients: Mapping[str, ClientPool]
     classes: tuple[ClassInfo, ...]
     luts: LutManager
+    tensor_parallel_plans: Mapping[tuple[str, int], ReplicaPlan] = field(default_factory=dict)
 
 
 class _Resolver:
@@ -244,10 +266,10 @@ class _Resolver:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.mode = scenario.speculation.mode
-        self._costs: dict[tuple[str, str, str], PhaseCost] = {}
+        self._costs: dict[tuple[str, str, int, int, str], PhaseCost] = {}
 
     def cost(self, model: ModelSpec, device: DeviceClass, phase: str) -> PhaseCost:
-        key = (model.name, device.id, phase)
+        key = (model.name, device.id, device.tensor_parallel, device.pipeline_parallel, phase)
         cost = self._costs.get(key)
         if cost is None:
             scenario = self.scenario
@@ -304,6 +326,7 @@ class _Resolver:
             gpus=device.profile.compute.gpus_per_replica,
             fused_acceptance=self.acceptance(device.fused_model) if fused else None,
             lane_costs=self.lane_costs(device),
+            tensor_parallel=device.tensor_parallel,
         )
 
     def tree_cost(self, fused: ModelSpec, device: DeviceClass) -> TreeRoundCost | None:
@@ -475,4 +498,7 @@ def build_runtime(scenario: Scenario) -> Runtime:
         if spec.tree is not None
         else None,
     )
-    return Runtime(settings, tuple(replicas), clients, tuple(classes), scenario.luts)
+    plans = {
+        key: resolver.replica(device) for key, device in scenario.tensor_parallel_classes.items()
+    }
+    return Runtime(settings, tuple(replicas), clients, tuple(classes), scenario.luts, plans)

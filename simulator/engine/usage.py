@@ -14,7 +14,10 @@ during the run. Then every replica of the pool (the scenario's and those the
 planner started) counts for the seconds it held its GPUs: from the run's
 start, or the moment the planner started it (loading included), until it
 retired after draining or the run ended
-(:meth:`~simulator.engine.fleet.Fleet.held_s_by_pool`).
+(:meth:`~simulator.engine.fleet.Fleet.held_s_by_pool`). A replica of
+another tensor-parallel degree than the scenario's counts its held and busy
+seconds times its GPUs over the scenario replica's, so the class's price
+and idle power per replica are paid per GPU.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from simulator.lut import LutManager
 
 
 class _Unit(Protocol):
-    """A replica or draft device: its class id, busy time and energy."""
+    """A replica or draft device: its class id, busy time, energy and GPUs (0 for a device)."""
 
     pool: str
     busy_s: float
     energy_j: float
+    gpus: int
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ def class_usage(
                 type=cls.type,
                 units=cls.units,
                 gpus=cls.gpus,
-                busy_s=sum(u.busy_s for u in done),
+                busy_s=sum(u.busy_s * _unit_share(u, cls) for u in done),
                 held=tuple((1, s) for s in held_s[cls.id])
                 if cls.id in held_s
                 else ((cls.units, run_s),),
@@ -120,3 +124,15 @@ def class_usage(
             )
         )
     return tuple(out)
+
+
+def _unit_share(unit: _Unit, cls: ClassInfo) -> float:
+    """How many of the class's scenario units ``unit`` counts as: its GPUs over theirs.
+
+    1 for draft devices and the scenario's replicas; a planner's replica of
+    another tensor-parallel degree counts by its GPUs (see ``held``).
+    """
+    gpus = unit.gpus
+    if cls.type != "target" or not gpus or not cls.gpus or not cls.units:
+        return 1.0
+    return float(gpus) * cls.units / cls.gpus

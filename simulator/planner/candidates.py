@@ -13,13 +13,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from simulator.devices.model import Availability, AvailabilityWindow
 from simulator.engine.core import Engine
-from simulator.engine.runtime import ReplicaPlan, Runtime
+from simulator.engine.runtime import ReplicaPlan, Runtime, loading_plan
 from simulator.planner.knobs import KNOBS, Value
-
-_NEVER_S = 1e15
-"""End of a loading replica's availability in a window (later than any run)."""
 
 
 @dataclass(frozen=True)
@@ -129,14 +125,50 @@ def replica_counts(
     }
 
 
+def reloaded_pools(engine: Engine, candidate: Candidate) -> set[str]:
+    """The pools whose replicas the candidate's ``tensor_parallel`` degree replaces (a reload)."""
+    degree = candidate.get("tensor_parallel")
+    if degree is None:
+        return set()
+    return {pool for pool in engine.serving_counts() if engine.tensor_parallel(pool) != degree}
+
+
+def window_ready_times(
+    engine: Engine, candidate: Candidate, counts: dict[str, int], load_s: float
+) -> dict[str, list[float]]:
+    """When each replica of a candidate's window takes work (see ``candidate_runtime``).
+
+    As :meth:`Engine.ready_times`, except in a pool the candidate reloads at
+    another tensor-parallel degree: every replica is new there, ready after ``load_s``.
+    """
+    ready = engine.ready_times(counts, load_s)
+    ready_s = engine.env.now + load_s
+    for pool in reloaded_pools(engine, candidate):
+        ready[pool] = [ready_s] * counts[pool]
+    return ready
+
+
 def apply_replicas(engine: Engine, candidate: Candidate, load_s: float) -> None:
     """Give the running engine the candidate's replicas, from now on.
 
     Its ``verify_replicas`` and ``draft_replicas`` keys act together (see
-    :func:`replica_counts`); new replicas load for ``load_s``.
+    :func:`replica_counts`); new replicas load for ``load_s``. With a
+    ``tensor_parallel`` degree other than a pool's, the pool's replicas
+    drain and as many (or ``verify_replicas``) of that degree start loading
+    (:meth:`Engine.set_replica_plan`; the scenario refuses it with ``draft_replicas``).
     """
     replicas = candidate.get("verify_replicas")
     draft = candidate.get("draft_replicas")
+    degree = candidate.get("tensor_parallel")
+    if degree is not None:
+        plans = engine.runtime.tensor_parallel_plans
+        for pool, serving in engine.serving_counts().items():
+            count = int(replicas) if replicas is not None else serving
+            if engine.tensor_parallel(pool) != degree:
+                engine.set_replica_plan(pool, plans[(pool, int(degree))], count, load_s)
+            else:
+                engine.set_replica_count(pool, count, load_s)
+        return
     if draft is None:
         if replicas is not None:
             for pool in engine.serving_counts():
@@ -182,13 +214,7 @@ def candidate_runtime(
                 role = "verify" if i < counts[pool] - int(draft) else "draft"
                 plan = replace(plan, role=role)
             at_s = ready[i] if i < len(ready) else -math.inf
-            if math.isfinite(at_s) and plan.availability.kind == "always":
-                window = AvailabilityWindow(at_s, _NEVER_S)
-                replicas.append(
-                    replace(plan, availability=Availability("windows", _NEVER_S, (window,)))
-                )
-            else:
-                replicas.append(plan)
+            replicas.append(loading_plan(plan, at_s) if math.isfinite(at_s) else plan)
     out = replace(runtime, replicas=tuple(replicas))
     for name, value in candidate.values:
         out = KNOBS[name].window_runtime(out, value)

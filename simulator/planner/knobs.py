@@ -14,6 +14,10 @@ application go through :func:`simulator.planner.candidates.candidate_runtime`
 and :func:`simulator.planner.candidates.apply_replicas`
 (:meth:`Engine.set_replica_count`, :meth:`Engine.set_replica_split`, which
 also handle model loading and draining); their knobs only read the run's value.
+``tensor_parallel`` (the replicas' tensor-parallel degree) acts with
+``verify_replicas`` the same way (:meth:`Engine.set_replica_plan`: a
+change of degree is a reload); its knob also gives a window's replicas the
+plan of its degree.
 
 The speculation and batching knobs (``k``, ``k_controller``, ``max_batch``,
 ``max_microbatch``, ``draft_model``) set what the scenario's
@@ -91,6 +95,43 @@ class VerifyReplicas:
 
     def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
         """Nothing here: ``apply_replicas`` applies it with ``draft_replicas``."""
+
+
+class TensorParallel:
+    """``tensor_parallel``: the tensor-parallel degree of every target pool's replicas.
+
+    A degree is served by the pool's plan at it (``Runtime.tensor_parallel_plans``,
+    built when the scenario loads). A change is a reload: the replicas of
+    the old degree drain and retire, new ones of the new degree hold their
+    GPUs from the decision and serve after ``model_load_s``; it acts with
+    ``verify_replicas`` (how many), through
+    :func:`simulator.planner.candidates.apply_replicas`.
+    """
+
+    name: ClassVar[str] = "tensor_parallel"
+
+    def current(self, engine: Engine) -> Value:
+        """The first pool's degree: that of the replicas it serves with (and starts) now."""
+        return float(engine.tensor_parallel(next(iter(engine.serving_counts()))))
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """The runtime whose replicas are their pool's plan at degree ``value``.
+
+        Each keeps its role and availability (a replica that loads in the
+        window: from when it is ready; see ``candidate_runtime``).
+        """
+        plans = runtime.tensor_parallel_plans
+        degree = int(value)
+        replicas = tuple(
+            plan
+            if plan.tensor_parallel == degree
+            else replace(plans[(plan.pool, degree)], role=plan.role, availability=plan.availability)
+            for plan in runtime.replicas
+        )
+        return replace(runtime, replicas=replicas)
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Nothing here: ``apply_replicas`` applies it with ``verify_replicas``."""
 
 
 class FusedFraction:
@@ -276,6 +317,7 @@ KNOBS: dict[str, Knob] = {
     for knob in (
         DraftReplicas(),
         VerifyReplicas(),
+        TensorParallel(),
         FusedFraction(),
         DraftLength(),
         KController(),

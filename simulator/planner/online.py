@@ -74,7 +74,9 @@ from simulator.planner.candidates import (
     nearest_index,
     neighbours,
     pools_of,
+    reloaded_pools,
     replica_counts,
+    window_ready_times,
 )
 from simulator.planner.decision import Decision, decide, gain
 from simulator.planner.forecast import forecast, load_of
@@ -208,7 +210,7 @@ class OnlinePlanner:
             if best == here:
                 decision = Decision(False, "current configuration best")
             else:
-                added = _gpus(tasks[best]) - _gpus(tasks[here])
+                added = _loading_gpus(engine, candidates[best], tasks[best], tasks[here])
                 decision = decide(spec, scores[best], scores[here], added)
         decision = replace(decision, reason=few + decision.reason)
         applied = best if decision.change else here
@@ -373,12 +375,13 @@ class OnlinePlanner:
             counts = replica_counts(
                 candidate, engine.serving_counts(), engine.role_counts("verify")
             )
-        ready = engine.ready_times(counts, self.spec.model_load_s)
+        ready = window_ready_times(engine, candidate, counts, self.spec.model_load_s)
+        reloaded = reloaded_pools(engine, candidate)
         return WindowTask(
             index=-1,
             runtime=candidate_runtime(runtime, candidate, counts, ready),
             requests=recent,
-            in_flight=_remap(in_flight, engine, counts, pools_of(runtime)),
+            in_flight=_remap(in_flight, engine, counts, pools_of(runtime), reloaded),
             seed=0,
             start_s=at_s,
             until_s=at_s + WINDOW_CAP * self.spec.window_s,
@@ -402,6 +405,20 @@ def _gpus(task: WindowTask) -> int:
     return sum(plan.gpus for plan in task.runtime.replicas)
 
 
+def _loading_gpus(
+    engine: Engine, candidate: Candidate, task: WindowTask, current: WindowTask
+) -> int:
+    """GPUs a change to ``candidate`` starts loading.
+
+    Every GPU of a pool it reloads at another tensor-parallel degree,
+    otherwise the GPUs it adds (at least 0).
+    """
+    reloaded = reloaded_pools(engine, candidate)
+    if reloaded:
+        return sum(plan.gpus for plan in task.runtime.replicas if plan.pool in reloaded)
+    return max(_gpus(task) - _gpus(current), 0)
+
+
 def _migrated(task: WindowTask) -> int:
     """Requests the window moves off replicas its candidate lacks."""
     total = len(task.runtime.replicas)
@@ -423,20 +440,26 @@ def _mean(values: Any) -> float:
 
 
 def _remap(
-    in_flight: tuple[InFlight, ...], engine: Engine, counts: dict[str, int], pools: list[str]
+    in_flight: tuple[InFlight, ...],
+    engine: Engine,
+    counts: dict[str, int],
+    pools: list[str],
+    reloaded: set[str] | None = None,
 ) -> tuple[InFlight, ...]:
     """Renumber the requests' replicas for a window with ``counts`` replicas per pool.
 
     The ``i``-th active (serving or loading) replica of a pool in the run is
     the ``i``-th of the candidate; a request on a replica the candidate lacks
-    (beyond its count, or draining) gets an index past the window's
-    replicas, so the window migrates it.
+    (beyond its count, or draining, or in a pool ``reloaded`` at another
+    tensor-parallel degree) gets an index past the window's replicas, so
+    the window migrates it.
     """
     total = sum(counts[pool] for pool in pools)
     slot: dict[int, int] = {}
     offset = 0
     for pool in pools:
-        for i, replica in enumerate(engine.active_replicas(pool)[: counts[pool]]):
+        kept = 0 if reloaded and pool in reloaded else counts[pool]
+        for i, replica in enumerate(engine.active_replicas(pool)[:kept]):
             slot[replica.index] = offset + i
         offset += counts[pool]
     return tuple(

@@ -41,6 +41,9 @@ every module may import :mod:`simulator.errors`, :mod:`simulator.limits`,
   split-round settings of lane arbitration rules and their LUTs).
 * :mod:`~simulator.scenario.sections.planner`: ``planner``; uses
   ``planner_bounds``.
+* :mod:`~simulator.scenario.sections.tensor_parallel`:
+  ``planner.candidates.tensor_parallel`` (each target pool's class at every
+  listed degree; the LUT check comes from ``build`` as a function).
 * :mod:`~simulator.scenario.sections.run_settings`: ``metadata``,
   ``metrics``, ``simulation`` and ``workload``.
 

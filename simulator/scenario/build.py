@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,12 @@ from simulator.scenario.sections.devices import (
     load_profiles,
 )
 from simulator.scenario.sections.lanes import build_lanes
-from simulator.scenario.sections.models import build_models, check_lut_coverage, load_acceptance
+from simulator.scenario.sections.models import (
+    build_models,
+    check_lut_coverage,
+    load_acceptance,
+    lut_covers,
+)
 from simulator.scenario.sections.network import build_network, check_client_links
 from simulator.scenario.sections.planner import build_planner
 from simulator.scenario.sections.run_settings import (
@@ -40,6 +46,7 @@ from simulator.scenario.sections.run_settings import (
 )
 from simulator.scenario.sections.scheduler import build_scheduler, check_kv_guard
 from simulator.scenario.sections.speculation import build_speculation
+from simulator.scenario.sections.tensor_parallel import build_tensor_parallel_classes
 from simulator.scenario.sections.tree import build_tree
 
 
@@ -83,6 +90,7 @@ def build_scenario(
     check_engine_layers(ctx, classes, _target_model_ids(classes, models, lanes, speculation.tree))
     scheduler = build_scheduler(ctx, lanes)
     planner = build_planner(ctx)
+    tp_classes = build_tensor_parallel_classes(ctx, classes, partial(lut_covers, ctx, models, luts))
     metrics = build_metrics(ctx)
     workload = build_workload(ctx, [d for d, t in device_ids.items() if t == "draft"])
     check_acceptance_use(ctx, classes, models, speculation, workload)
@@ -111,6 +119,7 @@ def build_scenario(
         simulation=build_simulation(ctx),
         luts=manager,
         resolved_json=json.dumps(resolved if resolved is not None else document),
+        tensor_parallel_classes=tp_classes,
     )
     if scenario.simulation.lut_out_of_range == "raise":
         requests = checked_requests(scenario)

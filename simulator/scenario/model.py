@@ -8,6 +8,7 @@ raw YAML mapping.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -497,6 +498,10 @@ class Scenario:
             raise``), kept so that the run replays it instead of building it
             again (see :mod:`simulator.scenario.requests`); ``None`` when the
             loader built none. Not compared.
+        tensor_parallel_classes: For the online planner's ``tensor_parallel``
+            candidates, ``(pool, degree)`` -> the target class as it is with
+            the profile of that degree (see
+            :mod:`simulator.scenario.sections.tensor_parallel`); empty without them.
     """
 
     scenario_id: str
@@ -514,6 +519,9 @@ class Scenario:
     luts: LutManager
     resolved_json: str
     requests: RequestTable | None = field(default=None, compare=False, repr=False)
+    tensor_parallel_classes: Mapping[tuple[str, int], DeviceClass] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def resolved(self) -> dict[str, Any]:
         """Return a fresh copy of the resolved scenario document."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.devices import load_device_profile
+from simulator.devices.tensor_parallel import tensor_parallel_profiles, unusable_degrees_issue
 from simulator.errors import InputError, Issue, make_issue
 from simulator.limits import MAX_PLAN_CONFIGURATIONS
 from simulator.loading import load_packaged_schema, read_document, resolve_path, schema_issues
@@ -56,26 +56,6 @@ def _pool_index(document: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def tensor_parallel_profiles(scenario: Scenario, pool: str) -> dict[int, Path]:
-    """Tensor-parallel degree -> device profile usable for ``pool``.
-
-    Candidates are the target profiles of the pool's hardware in the folder
-    of the pool's profile, first file (by name) per degree. Whether the
-    pool's model has LUT rows at a degree is checked by the caller, which
-    loads the scenario with each candidate.
-    """
-    device = next(d for d in scenario.devices if d.id == pool)
-    found: dict[int, Path] = {}
-    for path in sorted(device.profile_path.parent.glob("*.yaml")):
-        try:
-            profile = load_device_profile(path)
-        except InputError:
-            continue
-        if profile.role == "target" and profile.hardware == device.profile.hardware:
-            found.setdefault(profile.compute.tensor_parallel, path)
-    return found
-
-
 def _tp_choices(
     file: Path,
     scenario_file: Path,
@@ -87,7 +67,8 @@ def _tp_choices(
 ) -> tuple[dict[int, str], list[Issue]]:
     """Profile override text per wanted degree, or issues naming the usable degrees."""
     usable: dict[int, str] = {}
-    for degree, path in tensor_parallel_profiles(scenario, pool).items():
+    device = next(d for d in scenario.devices if d.id == pool)
+    for degree, (path, _) in tensor_parallel_profiles(device.profile_path, device.hardware).items():
         relative = os.path.relpath(path, scenario_file.parent)
         try:
             load_scenario(
@@ -100,16 +81,7 @@ def _tp_choices(
     bad = [d for d in wanted if d not in usable]
     if not bad:
         return {d: usable[d] for d in wanted}, []
-    allowed = ", ".join(f"{d} ({Path(usable[d]).name})" for d in sorted(usable)) or "none"
-    return {}, [
-        make_issue(
-            file,
-            f"pools.{pool}.tensor_parallel",
-            bad,
-            f"degrees with a device profile of this pool's hardware and LUT rows for its model: {allowed}",
-            "no usable device profile and LUT at this tensor-parallel degree",
-        )
-    ]
+    return {}, [unusable_degrees_issue(file, f"pools.{pool}.tensor_parallel", bad, usable)]
 
 
 def _axes(

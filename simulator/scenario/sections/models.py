@@ -201,6 +201,18 @@ def check_lut_coverage(
                     )
 
 
+def lut_covers(
+    ctx: BuildContext,
+    models: Mapping[str, ModelSpec],
+    luts: Mapping[Path, LutTable | None],
+    device: DeviceClass,
+) -> bool:
+    """Whether ``device`` finds every LUT row it needs (:func:`check_lut_coverage`, reporting nothing)."""
+    scratch = BuildContext(ctx.doc, ctx.file, ctx.consent)
+    check_lut_coverage(scratch, [device], models, luts)
+    return not scratch.issues
+
+
 def _available(table: LutTable, model: str, hardware: str) -> str:
     keys = table.keys()
     have = sorted(
