@@ -162,9 +162,7 @@ class OnlinePlanner:
         here = candidates.index(now)
         requests = len(recent) + len(in_flight)
         if requests == 0:
-            stats = {**stats, "replan": ""}
-            self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, "empty window"))
-            self._schedule(at_s + self.spec.interval_s)
+            self._keep(at_s, {**stats, "replan": ""}, candidates, here, "empty window")
             return
         few = (
             f"{requests} request{'s' * (requests > 1)} in the window, fewer than"
@@ -183,8 +181,7 @@ class OnlinePlanner:
         )
         stats = {**stats, "replan": why}
         if not replan:
-            self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, why))
-            self._schedule(at_s + self.spec.interval_s)
+            self._keep(at_s, stats, candidates, here, why)
             return
         tasks = [
             self._task(engine, c, recent, in_flight, at_s, i == here)
@@ -222,6 +219,18 @@ class OnlinePlanner:
         self._log(at_s, stats, candidates, here, scores, tasks, applied, decision, analytic)
         if decision.change:
             self._apply(engine, candidates[best])
+        self._schedule(at_s + self.spec.interval_s)
+
+    def _keep(
+        self,
+        at_s: float,
+        stats: dict[str, Any],
+        candidates: list[Candidate],
+        here: int,
+        reason: str,
+    ) -> None:
+        """End a round that runs no window: log it as kept, plan the next."""
+        self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, reason))
         self._schedule(at_s + self.spec.interval_s)
 
     def _shrink(
