@@ -17,14 +17,16 @@ from tests.engine_fixtures import write_scenario
 SLO = {"ttft_ms": 2000, "tpot_ms": 200}
 
 
-def _trace(path: Path, phases: list[tuple[float, float]]) -> None:
+def _trace(
+    path: Path, phases: list[tuple[float, float]], prompt_tokens: int = 100, output_tokens: int = 50
+) -> None:
     """Evenly spaced arrivals: ``(rate_per_s, duration_s)`` phases back to back."""
     rows: list[float] = []
     start_s = 0.0
     for rate, duration_s in phases:
         rows += [start_s + i / rate for i in range(int(rate * duration_s))]
         start_s += duration_s
-    lines = "".join(f"{t:.6f},100,50\n" for t in rows)
+    lines = "".join(f"{t:.6f},{prompt_tokens},{output_tokens}\n" for t in rows)
     path.write_text("arrival_s,prompt_tokens,output_tokens\n" + lines)
 
 

@@ -24,24 +24,13 @@ from simulator.planner.candidates import Candidate, candidate_runtime
 from simulator.planner.knobs import KNOBS
 from simulator.validate import validate_file
 from simulator.workload import DEFAULT_CLASS, RequestTable, SloTargets
+from tests.test_planner import _trace
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "a100_pool"
 SLO = {"ttft_ms": 1000.0, "tpot_ms": 25.0}
 LOAD_S = 2.0
 """The planner's ``model_load_s``."""
-
-
-def _trace(path: Path, phases: list[tuple[float, float]]) -> None:
-    """Evenly spaced arrivals of 512-token prompts and 128-token outputs, phase after phase."""
-    rows: list[float] = []
-    start_s = 0.0
-    for rate, duration_s in phases:
-        rows += [start_s + i / rate for i in range(int(rate * duration_s))]
-        start_s += duration_s
-    path.write_text(
-        "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{t:.6f},512,128\n" for t in rows)
-    )
 
 
 def _write(
@@ -54,7 +43,8 @@ def _write(
 ) -> Path:
     """One Llama-2-7B A100 pool (mode none); with ``degrees``, a planner choosing among them."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    _trace(tmp_path / "trace.csv", phases or [(2.0, 30.0), (12.0, 40.0)])
+    # evenly spaced arrivals of 512-token prompts and 128-token outputs, phase after phase
+    _trace(tmp_path / "trace.csv", phases or [(2.0, 30.0), (12.0, 40.0)], 512, 128)
     candidates: dict[str, list[Any]] = {**(extra_candidates or {})}
     if degrees is not None:
         candidates["tensor_parallel"] = degrees
