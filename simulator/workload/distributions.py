@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import special
 
 from simulator.workload.arrays import IntArray, frozen
 from simulator.workload.trace_table import MAX_REQUEST_TOKENS
@@ -115,6 +114,8 @@ class LognormalLength:
 
     def sample(self, n: int, rng: np.random.Generator) -> IntArray:
         """Return ``n`` lengths (exact inverse-CDF sampling of the truncated normal)."""
+        from scipy import special  # about 0.1 s to import: only when used
+
         low, high = self._bounds()
         if low > 0:
             # Both bounds in the upper tail: sample the mirror image, where
@@ -131,6 +132,8 @@ class LognormalLength:
 
     def mass(self) -> float:
         """Return the probability the untruncated distribution gives ``[min, max]``."""
+        from scipy import special  # about 0.1 s to import: only when used
+
         low, high = self._bounds()
         if low > 0:
             return float(special.ndtr(-low) - special.ndtr(-high))
@@ -138,6 +141,8 @@ class LognormalLength:
 
     def mean_tokens(self) -> float:
         """Return the mean of the truncated (continuous, unrounded) distribution."""
+        from scipy import special  # about 0.1 s to import: only when used
+
         low, high = self._bounds()
         s = self.sigma
         scale = math.exp(math.log(self.median_tokens) + s * s / 2.0)

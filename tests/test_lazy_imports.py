@@ -1,0 +1,41 @@
+"""Heavy modules are imported only when a run needs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHECK = """
+import json, sys
+from simulator import load_scenario, run
+run(load_scenario(sys.argv[1], overrides=json.loads(sys.argv[2])))
+print("scipy.special" in sys.modules)
+"""
+
+
+def _imports_special(scenario: Path, *overrides: str) -> bool:
+    """Whether a fresh process running ``scenario`` (50 requests) imports ``scipy.special``."""
+    settings = json.dumps(["workload.max_requests=50", *overrides])
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, str(scenario), settings],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip() == "True"
+
+
+def test_a_trace_driven_run_does_not_import_scipy_special():
+    """About 0.1 s of every run's start: only truncated length distributions and request-level
+    acceptance spread use it."""
+    assert not _imports_special(ROOT / "scenarios" / "bench" / "none_azure_conv_10k.yaml")
+
+
+def test_truncated_lengths_import_it_when_they_sample():
+    scenario = ROOT / "scenarios" / "examples" / "low_rtt_fused.yaml"
+    lengths = "{dist: lognormal, median: 200, sigma: 0.5, min: 16, max: 1024}"
+    assert _imports_special(scenario, f"workload.prompt_length_override={lengths}")
