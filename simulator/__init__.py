@@ -12,10 +12,10 @@ example :mod:`simulator.errors`) stays light.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator._version import __version__
+from simulator.lazy_exports import lazy_getattr
 
 _EXPORTS = {
     "InputError": "simulator.errors",
@@ -47,8 +47,4 @@ if TYPE_CHECKING:
     from simulator.sweeps import capacity, sweep
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'simulator' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__ = lazy_getattr("simulator", _EXPORTS)

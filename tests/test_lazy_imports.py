@@ -39,3 +39,28 @@ def test_truncated_lengths_import_it_when_they_sample():
     scenario = ROOT / "scenarios" / "examples" / "low_rtt_fused.yaml"
     lengths = "{dist: lognormal, median: 200, sigma: 0.5, min: 16, max: 1024}"
     assert _imports_special(scenario, f"workload.prompt_length_override={lengths}")
+
+
+VALIDATE = """
+import sys
+from simulator.validate import validate_file
+from pathlib import Path
+assert validate_file(Path(sys.argv[1])).ok
+print("pandas" in sys.modules)
+"""
+
+
+def _validate_imports_pandas(scenario: Path) -> bool:
+    out = subprocess.run(
+        [sys.executable, "-c", VALIDATE, str(scenario)], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip() == "True"
+
+
+def test_validating_a_synthetic_scenario_does_not_import_pandas():
+    """pandas (about 0.2 s) reads traces and builds result tables; LUTs are read without it."""
+    assert not _validate_imports_pandas(ROOT / "scenarios" / "bench" / "distributed_rounds.yaml")
+
+
+def test_validating_a_trace_scenario_reads_the_trace_with_pandas():
+    assert _validate_imports_pandas(ROOT / "scenarios" / "bench" / "none_azure_conv_10k.yaml")

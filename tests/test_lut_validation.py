@@ -258,3 +258,43 @@ def test_parquet_round_trip(tmp_path: Path) -> None:
     frame.loc[2, "latency_ms"] = 3.0
     frame.to_parquet(path)
     assert len(load_lut(path, use_cache=False).keys()) == 1
+
+
+def test_short_line_is_padded_with_empty_cells(tmp_path: Path) -> None:
+    """A line with fewer fields than the header reads as empty trailing cells."""
+    path = write_lut(tmp_path / "short.csv")
+    lines = path.read_text().splitlines()
+    fields = lines[3].split(",")
+    lines[3] = ",".join(fields[: COLUMNS.index("energy_mj")])
+    path.write_text("\n".join(lines) + "\n")
+    issues = _issues(path)
+    assert {i.key_path for i in issues} >= {"row 4, column energy_mj"}
+    assert all(i.problem == "missing value" for i in issues)
+
+
+def test_cells_are_stripped_and_quoted_cells_read_whole(tmp_path: Path) -> None:
+    path = write_lut(tmp_path / "spaced.csv")
+    lines = path.read_text().splitlines()
+    fields = lines[2].split(",")
+    point = [int(fields[COLUMNS.index(c)]) for c in ("context_len", "microbatch", "fanout_k")]
+    fields[COLUMNS.index("latency_ms")] = "  " + fields[COLUMNS.index("latency_ms")] + "\t"
+    fields[COLUMNS.index("phase")] = " " + fields[COLUMNS.index("phase")] + " "
+    fields[COLUMNS.index("notes")] = '"a note, with a comma"'
+    lines[2] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    plain = load_lut(write_lut(tmp_path / "plain.csv"), use_cache=False)
+    spaced = load_lut(path, use_cache=False)
+    key = next(iter(plain.keys()))
+    assert spaced.row_count == plain.row_count
+    assert spaced.lookup(key, *point) == plain.lookup(key, *point)
+
+
+def test_digit_separators_are_not_numbers(tmp_path: Path) -> None:
+    path = write_lut(tmp_path / "sep.csv")
+    lines = path.read_text().splitlines()
+    fields = lines[1].split(",")
+    fields[COLUMNS.index("latency_ms")] = "1_0"
+    lines[1] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    issue = _only(path)
+    assert (issue.key_path, issue.problem) == ("row 2, column latency_ms", "not a number")

@@ -14,20 +14,21 @@ rest):
    for prefill and draft_decode rows, duplicate grid points, and, for every
    key, a complete rectangular grid over context_len x microbatch x fanout_k.
 
-All checks work on whole columns with pandas; only the reported rows are
-visited one by one.
+Cell checks work on whole columns with numpy; the grid checks visit each row
+once.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from simulator.errors import Issue, make_issue
 from simulator.lut.read import RawLut
@@ -157,8 +158,8 @@ def _check_column(
     raw: RawLut, rule: ColumnRule, order: int, found: _Found
 ) -> npt.NDArray[np.object_] | npt.NDArray[np.float64]:
     """Check one column; return its parsed values (text, or numbers as floats)."""
-    text = raw.cells[rule.name].to_numpy(dtype=object)
-    column = _Column(raw.file, rule, order, text, raw.cells.index.to_numpy(dtype=np.int64))
+    text = raw.cells[rule.name]
+    column = _Column(raw.file, rule, order, text, raw.lines)
     empty: BoolArray = text == ""
     if rule.required or rule.min_length > 0:
         _report(found, column, empty, "missing value")
@@ -169,9 +170,12 @@ def _check_column(
     if rule.kind == "string":
         filled: npt.NDArray[np.object_] = np.where(empty, rule.default, text).astype(object)
         return filled
-    numbers = np.asarray(pd.to_numeric(text, errors="coerce"), dtype=np.float64)
-    nan_text = np.isin(np.char.lower(text.astype(str)), np.array(sorted(_NAN_TEXT), dtype=str))
-    unparsed = np.isnan(numbers) & ~empty & ~nan_text
+    numbers = _numbers(text)
+    missing = np.isnan(numbers)
+    nan_text = np.zeros(len(text), dtype=np.bool_)
+    if missing.any():
+        nan_text[missing] = [str(cell).lower() in _NAN_TEXT for cell in text[missing]]
+    unparsed = missing & ~empty & ~nan_text
     infinite = np.isinf(numbers)
     finite = np.isfinite(numbers)
     _report(found, column, unparsed, "not a number")
@@ -189,6 +193,27 @@ def _check_column(
     return numbers
 
 
+def _numbers(text: npt.NDArray[np.object_]) -> npt.NDArray[np.float64]:
+    """Each cell's number, NaN where a cell is not one."""
+    if not any("_" in cell for cell in text):
+        try:  # every cell a number: one conversion
+            return text.astype(np.float64)
+        except ValueError:
+            pass
+    return np.fromiter((_number(cell) for cell in text), dtype=np.float64, count=len(text))
+
+
+def _number(cell: object) -> float:
+    """A cell's number, or NaN when it is not one (digit separators are not numbers)."""
+    text = str(cell)
+    if "_" in text:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def _key_text(values: Iterable[object]) -> str:
     return " ".join(f"{name}={value}" for name, value in zip(KEY_COLUMNS, values, strict=True))
 
@@ -197,62 +222,102 @@ def _point_text(values: Iterable[object]) -> str:
     return ", ".join(f"{name}={value}" for name, value in zip(AXIS_COLUMNS, values, strict=True))
 
 
-def _check_fanout(parsed: pd.DataFrame, file: str, found: _Found) -> None:
-    bad = parsed["phase"].isin(tuple(SINGLE_FANOUT_PHASES)) & (parsed["fanout_k"] != 1)
+@dataclass(frozen=True)
+class ParsedLut:
+    """A checked LUT's rows, one array per schema column.
+
+    Key and enum columns hold text, whole-number columns ``int64`` (once the
+    cells passed their checks), numbers ``float64``; optional columns absent
+    from the file hold their default. ``lines`` is each row's line number.
+    """
+
+    columns: dict[str, npt.NDArray[Any]]
+    lines: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @cached_property
+    def keys(self) -> list[tuple[object, ...]]:
+        """Each row's key (the :data:`KEY_COLUMNS` values)."""
+        return list(zip(*(self.columns[c].tolist() for c in KEY_COLUMNS), strict=True))
+
+    @cached_property
+    def points(self) -> list[tuple[int, int, int]]:
+        """Each row's grid point (the :data:`AXIS_COLUMNS` values)."""
+        context, batch, fanout = (self.columns[c].tolist() for c in AXIS_COLUMNS)
+        return list(zip(context, batch, fanout, strict=True))
+
+    @cached_property
+    def groups(self) -> dict[tuple[object, ...], list[int]]:
+        """The rows of each key, keys in order of first appearance, rows in file order."""
+        found: dict[tuple[object, ...], list[int]] = {}
+        for row, key in enumerate(self.keys):
+            found.setdefault(key, []).append(row)
+        return found
+
+
+def _check_fanout(parsed: ParsedLut, file: str, found: _Found) -> None:
+    phase = parsed.columns["phase"]
+    fanout = parsed.columns["fanout_k"]
+    bad = np.isin(phase.astype(str), sorted(SINGLE_FANOUT_PHASES)) & (fanout != 1)
     order = column_names().index("fanout_k")
-    rows = parsed.loc[bad, ["phase", "fanout_k"]].head(MAX_ISSUES + 1)
-    for line, phase, fanout_k in zip(
-        rows.index.tolist(), rows["phase"].tolist(), rows["fanout_k"].tolist(), strict=True
-    ):
+    rows = np.flatnonzero(bad)
+    for row in rows[: MAX_ISSUES + 1].tolist():
+        line = int(parsed.lines[row])
         found.add(
-            int(line),
+            line,
             order,
             make_issue(
                 file,
-                f"row {int(line)}, column fanout_k",
-                int(fanout_k),
+                f"row {line}, column fanout_k",
+                int(fanout[row]),
                 "1 for " + " and ".join(sorted(SINGLE_FANOUT_PHASES)) + " rows",
-                f"fanout_k must be 1 for a {phase} row",
+                f"fanout_k must be 1 for a {phase[row]} row",
             ),
         )
-    found.count_only(max(0, int(bad.sum()) - (MAX_ISSUES + 1)))
+    found.count_only(max(0, int(rows.size) - (MAX_ISSUES + 1)))
 
 
-def _check_duplicates(parsed: pd.DataFrame, file: str, found: _Found) -> bool:
-    columns = list(KEY_COLUMNS + AXIS_COLUMNS)
-    repeated = parsed.duplicated(subset=columns, keep="first")
-    count = int(repeated.sum())
-    if count == 0:
+def _check_duplicates(parsed: ParsedLut, file: str, found: _Found) -> bool:
+    columns = KEY_COLUMNS + AXIS_COLUMNS
+    first_row: dict[tuple[object, ...], int] = {}
+    repeated: list[tuple[int, int]] = []  # (row, the first row with its key and point)
+    for row, entry in enumerate(zip(parsed.keys, parsed.points, strict=True)):
+        whole = entry[0] + entry[1]
+        first = first_row.setdefault(whole, row)
+        if first != row:
+            repeated.append((row, first))
+    if not repeated:
         return False
-    lines = pd.Series(parsed.index, index=parsed.index)
-    first_line = lines.groupby([parsed[c] for c in columns], sort=False).transform("min")
-    for line in parsed.index[repeated.to_numpy()][: MAX_ISSUES + 1]:
-        row = parsed.loc[line]
+    for row, first in repeated[: MAX_ISSUES + 1]:
+        line = int(parsed.lines[row])
+        key = tuple(parsed.columns[c][row] for c in KEY_COLUMNS)
         found.add(
-            int(line),
+            line,
             len(columns),
             make_issue(
                 file,
-                f"row {int(line)}",
-                _point_text(int(row[c]) for c in AXIS_COLUMNS),
-                "one row per key and grid point (" + ", ".join(KEY_COLUMNS + AXIS_COLUMNS) + ")",
-                f"duplicate grid point: row {int(first_line.at[line])} has the same "
-                + _key_text(row[c] for c in KEY_COLUMNS)
+                f"row {line}",
+                _point_text(int(parsed.columns[c][row]) for c in AXIS_COLUMNS),
+                "one row per key and grid point (" + ", ".join(columns) + ")",
+                f"duplicate grid point: row {int(parsed.lines[first])} has the same "
+                + _key_text(key)
                 + " and point",
             ),
         )
-    found.count_only(max(0, count - (MAX_ISSUES + 1)))
+    found.count_only(max(0, len(repeated) - (MAX_ISSUES + 1)))
     return True
 
 
-def _check_complete(parsed: pd.DataFrame, file: str, found: _Found) -> None:
-    groups = parsed.groupby(list(KEY_COLUMNS), sort=False)
-    for key_values, group in groups:
-        axes = [sorted(int(v) for v in group[c].unique()) for c in AXIS_COLUMNS]
+def _check_complete(parsed: ParsedLut, file: str, found: _Found) -> None:
+    points = parsed.points
+    for key_values, rows in parsed.groups.items():
+        present = {points[row] for row in rows}
+        axes = [sorted({point[axis] for point in present}) for axis in range(len(AXIS_COLUMNS))]
         expected = len(axes[0]) * len(axes[1]) * len(axes[2])
-        if len(group) == expected:
+        if len(rows) == expected:
             continue
-        present = set(zip(*(group[c].astype(int).tolist() for c in AXIS_COLUMNS), strict=True))
         missing = [p for p in itertools.product(*axes) if p not in present]
         named = "; ".join(_point_text(p) for p in missing[:MAX_MISSING_POINTS])
         if len(missing) > MAX_MISSING_POINTS:
@@ -262,41 +327,39 @@ def _check_complete(parsed: pd.DataFrame, file: str, found: _Found) -> None:
             for name, axis in zip(AXIS_COLUMNS, axes, strict=True)
         )
         found.add(
-            int(group.index.min()),
+            int(min(parsed.lines[row] for row in rows)),
             len(KEY_COLUMNS + AXIS_COLUMNS) + 1,
             make_issue(
                 file,
                 f"rows with {_key_text(key_values)}",
-                f"{len(group)} rows",
+                f"{len(rows)} rows",
                 f"a row for every point of {grid}",
                 f"incomplete grid: {len(missing)} of {expected} points missing: {named}",
             ),
         )
 
 
-def check_lut(raw: RawLut) -> tuple[list[Issue], pd.DataFrame]:
+def check_lut(raw: RawLut) -> tuple[list[Issue], ParsedLut]:
     """Check a LUT's text cells; return its problems and its parsed rows.
 
-    The parsed rows hold one column per schema column (optional columns
-    filled with their default), key and enum columns as text, whole-number
-    columns as ``int64``, numbers as ``float64``, indexed by line number.
-    They are only meaningful when the issue list is empty.
+    The parsed rows (:class:`ParsedLut`) are only meaningful when the issue
+    list is empty.
     """
     found = _Found(raw.file)
     _check_header(raw, found)
     parsed: dict[str, npt.NDArray[Any]] = {}
     for order, rule in enumerate(column_rules()):
-        if rule.name in raw.cells.columns:
+        if rule.name in raw.cells:
             parsed[rule.name] = _check_column(raw, rule, order, found)
         elif not rule.required:
-            parsed[rule.name] = np.full(len(raw.cells), rule.default, dtype=object)
+            parsed[rule.name] = np.full(raw.rows, rule.default, dtype=object)
     if found.total:
-        return found.issues(), pd.DataFrame(parsed, index=raw.cells.index)
+        return found.issues(), ParsedLut(parsed, raw.lines)
     for rule in column_rules():
         if rule.kind == "integer":
             parsed[rule.name] = parsed[rule.name].astype(np.int64)
-    frame = pd.DataFrame(parsed, index=raw.cells.index)
-    _check_fanout(frame, raw.file, found)
-    if not _check_duplicates(frame, raw.file, found):
-        _check_complete(frame, raw.file, found)
-    return found.issues(), frame
+    table = ParsedLut(parsed, raw.lines)
+    _check_fanout(table, raw.file, found)
+    if not _check_duplicates(table, raw.file, found):
+        _check_complete(table, raw.file, found)
+    return found.issues(), table

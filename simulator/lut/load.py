@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simulator.errors import InputError
-from simulator.lut.check import check_lut
+from simulator.lut.check import ParsedLut, check_lut
 from simulator.lut.interpolate import KeyGrid, Values
 from simulator.lut.read import (
     RawLut,
@@ -25,8 +23,11 @@ from simulator.lut.read import (
     parse_lut_bytes,
     read_lut_bytes,
 )
-from simulator.lut.schema import AXIS_COLUMNS, KEY_COLUMNS, VALUE_COLUMNS
+from simulator.lut.schema import VALUE_COLUMNS
 from simulator.lut.table import LutKey, LutTable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LOAD_CACHE_SIZE = 32
 """Most loaded tables kept by :func:`load_lut` (least recently used ones are dropped)."""
@@ -39,16 +40,23 @@ def _key_of(values: tuple[object, ...]) -> LutKey:
     return LutKey(str(phase), str(model), str(hardware), int(str(tp)), int(str(pp)), str(dtype))
 
 
-def build_grids(parsed: pd.DataFrame, file: str) -> dict[LutKey, KeyGrid]:
-    """Turn checked rows (complete grids, no duplicates) into one grid per key."""
+def build_grids(parsed: ParsedLut, file: str) -> dict[LutKey, KeyGrid]:
+    """Turn checked rows (complete grids, no duplicates) into one grid per key, keys sorted."""
     grids: dict[LutKey, KeyGrid] = {}
-    for key_values, group in parsed.groupby(list(KEY_COLUMNS), sort=True):
-        key = _key_of(tuple(key_values))
-        ordered = group.sort_values(list(AXIS_COLUMNS))
-        axes = [sorted(int(v) for v in ordered[c].unique()) for c in AXIS_COLUMNS]
-        matrix = ordered[list(VALUE_COLUMNS)].to_numpy(dtype=np.float64)
+    points = parsed.points
+    value_columns = [parsed.columns[c].tolist() for c in VALUE_COLUMNS]
+    for key_values, rows in sorted(parsed.groups.items(), key=lambda item: item[0]):
+        key = _key_of(key_values)
+        ordered = sorted(rows, key=points.__getitem__)
+        axes = [sorted({points[row][axis] for row in rows}) for axis in range(3)]
         values: list[Values] = [
-            (float(r[0]), float(r[1]), float(r[2]), float(r[3])) for r in matrix.tolist()
+            (
+                float(value_columns[0][row]),
+                float(value_columns[1][row]),
+                float(value_columns[2][row]),
+                float(value_columns[3][row]),
+            )
+            for row in ordered
         ]
         grids[key] = KeyGrid(file, key.describe(), axes[0], axes[1], axes[2], values)
     return grids

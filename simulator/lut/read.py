@@ -10,19 +10,24 @@ dropped but keep their numbers counted.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import math
-import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
 from simulator.errors import InputError, make_issue
 from simulator.input_files import file_problem
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CSV_SUFFIXES: tuple[str, ...] = (".csv",)
 """File name endings read as CSV."""
@@ -30,7 +35,8 @@ CSV_SUFFIXES: tuple[str, ...] = (".csv",)
 PARQUET_SUFFIXES: tuple[str, ...] = (".parquet",)
 """File name endings read as Parquet (needs pyarrow)."""
 
-_LINE_IN_MESSAGE = re.compile(r"line (\d+)")
+TextColumn = npt.NDArray[np.object_]
+"""One column of text cells."""
 
 
 @dataclass(frozen=True)
@@ -41,15 +47,21 @@ class RawLut:
         file: The file name used in messages.
         header: Column names as written (stripped), duplicates included.
         cells: One column per distinct non-empty header name (first
-            occurrence), every cell stripped text (``""`` when empty), indexed
-            by the line number the user sees.
+            occurrence), every cell stripped text (``""`` when empty).
+        lines: The line number the user sees of each row.
         digest: SHA-256 of the file's bytes (empty for in-memory tables).
     """
 
     file: str
     header: tuple[str, ...]
-    cells: pd.DataFrame
+    cells: Mapping[str, TextColumn]
+    lines: npt.NDArray[np.int64]
     digest: str
+
+    @property
+    def rows(self) -> int:
+        """Number of data rows."""
+        return len(self.lines)
 
 
 def _issue_error(path: Path, where: str, value: object, allowed: str, problem: str) -> InputError:
@@ -120,6 +132,42 @@ def _empty_error(path: Path | str) -> InputError:
     )
 
 
+def _csv_error(path: Path, line: int, message: str) -> InputError:
+    return _issue_error(
+        path,
+        f"line {line}",
+        message,
+        "comma-separated values with as many fields on each line as the header has",
+        "not a readable CSV table",
+    )
+
+
+def _csv_records(path: Path, text: str) -> list[list[str]]:
+    """Split CSV text into records of cells as written, each as wide as the first.
+
+    A record with fewer fields is padded with empty cells (a blank line is a
+    record of empty cells); one with more fields than the first is refused,
+    naming its record number (its line, unless a quoted cell spans lines).
+
+    Raises:
+        InputError: A record is wider than the first, or the text is not CSV.
+    """
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        records = list(reader)
+    except csv.Error as exc:
+        raise _csv_error(path, reader.line_num, str(exc)) from None
+    width = max(1, len(records[0])) if records else 1
+    for number, record in enumerate(records, start=1):
+        if len(record) > width:
+            raise _csv_error(
+                path, number, f"Expected {width} fields in line {number}, saw {len(record)}"
+            )
+        if len(record) < width:
+            record.extend([""] * (width - len(record)))
+    return records
+
+
 def _read_csv(path: Path, data: bytes, digest: str) -> RawLut:
     try:
         text = data.decode("utf-8-sig")
@@ -129,39 +177,37 @@ def _read_csv(path: Path, data: bytes, digest: str) -> RawLut:
         ) from None
     if not text.strip():
         raise _empty_error(path)
-    try:
-        table = pd.read_csv(
-            io.StringIO(text),
-            header=None,
-            dtype=str,
-            keep_default_na=False,
-            skip_blank_lines=False,
-        )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
-        message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        found = _LINE_IN_MESSAGE.search(message)
-        where = f"line {found.group(1)}" if found else ""
-        raise _issue_error(
-            path,
-            where,
-            message,
-            "comma-separated values with as many fields on each line as the header has",
-            "not a readable CSV table",
-        ) from None
-    cells = np.char.strip(table.to_numpy(dtype=object).astype(str)).astype(object)
-    filled = ~(cells == "").all(axis=1)
-    lines = np.arange(1, cells.shape[0] + 1)[filled]  # physical line numbers
-    cells = cells[filled]
-    if cells.shape[0] == 0:
+    records = _csv_records(path, text)
+    # Line numbers of the records that hold text (blank ones are dropped).
+    lines = [line for line, cells in enumerate(records, start=1) if "".join(cells).strip()]
+    if not lines:
         raise _empty_error(path)
-    header = tuple(str(v) for v in cells[0])
-    body = pd.DataFrame(cells[1:], index=lines[1:], columns=list(range(cells.shape[1])))
-    return _raw(str(path), header, body, digest)
+    header = tuple(cell.strip() for cell in records[lines[0] - 1])
+    rows = [records[line - 1] for line in lines[1:]]
+    return _raw(str(path), header, rows, lines[1:], digest)
 
 
-def _raw(file: str, header: tuple[str, ...], body: pd.DataFrame, digest: str) -> RawLut:
-    """Keep the first column of every distinct non-empty name; report a table with no rows."""
-    if body.empty:
+_ASCII_SPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+"""The ASCII characters ``str.strip`` removes."""
+
+
+def _stripped(values: list[str]) -> list[str]:
+    """The cells stripped of whitespace (a column without any is returned as it is)."""
+    joined = "".join(values)
+    if joined.isascii() and not any(space in joined for space in _ASCII_SPACE):
+        return values
+    return [value.strip() for value in values]
+
+
+def _raw(
+    file: str,
+    header: tuple[str, ...],
+    rows: Sequence[Sequence[str]],
+    lines: Sequence[int],
+    digest: str,
+) -> RawLut:
+    """Keep the first column of every distinct non-empty name, cells stripped; report no rows."""
+    if not rows:
         raise InputError(
             [
                 make_issue(
@@ -177,15 +223,19 @@ def _raw(file: str, header: tuple[str, ...], body: pd.DataFrame, digest: str) ->
     for position, name in enumerate(header):
         if name and name not in positions:
             positions[name] = position
-    cells = body.iloc[:, list(positions.values())].copy()
-    cells.columns = list(positions)
-    return RawLut(file=file, header=header, cells=cells, digest=digest)
+    cells: dict[str, TextColumn] = {}
+    for name, position in positions.items():
+        column = np.empty(len(rows), dtype=object)
+        column[:] = _stripped([row[position] for row in rows])
+        cells[name] = column
+    return RawLut(file, header, cells, np.asarray(lines, dtype=np.int64), digest)
 
 
-def _is_null(value: object) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)
+def _cell_text(value: object, nulls: tuple[object, ...]) -> str:
+    """A value as stripped text; ``""`` for a missing one (``nulls`` or a float NaN)."""
+    if any(value is null for null in nulls) or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value).strip()
 
 
 def frame_to_raw(frame: pd.DataFrame, file: str, digest: str = "") -> RawLut:
@@ -199,16 +249,15 @@ def frame_to_raw(frame: pd.DataFrame, file: str, digest: str = "") -> RawLut:
     """
     if frame.shape[1] == 0:
         raise _empty_error(file)
+    import pandas as pd
+
+    nulls: tuple[object, ...] = (None, pd.NA, pd.NaT)
     header = tuple(str(name).strip() for name in frame.columns)
-    body = pd.DataFrame(
-        {
-            position: ["" if _is_null(v) else str(v).strip() for v in frame.iloc[:, position]]
-            for position in range(frame.shape[1])
-        },
-        index=range(2, frame.shape[0] + 2),
-        dtype=object,
-    )
-    return _raw(file, header, body, digest)
+    rows = [
+        [_cell_text(value, nulls) for value in values]
+        for values in frame.itertuples(index=False, name=None)
+    ]
+    return _raw(file, header, rows, range(2, frame.shape[0] + 2), digest)
 
 
 def _read_parquet(path: Path, data: bytes, digest: str) -> RawLut:
@@ -223,6 +272,8 @@ def _read_parquet(path: Path, data: bytes, digest: str) -> RawLut:
         )
     if not data:
         raise _empty_error(path)
+    import pandas as pd
+
     try:
         frame = pd.read_parquet(io.BytesIO(data), engine="pyarrow")
     except Exception as exc:  # pyarrow raises many types for a damaged file

@@ -14,6 +14,9 @@ The section's reference is ``docs/workload.md``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from simulator.lazy_exports import lazy_getattr
 from simulator.workload.arrivals import (
     ArrivalProcess,
     GammaArrivals,
@@ -37,8 +40,10 @@ from simulator.workload.requests import RequestTable
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
 from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
 from simulator.workload.trace_formats import FORMAT_CHOICES, TRACE_FORMATS, detect_format
-from simulator.workload.trace_readers import load_trace, read_trace
 from simulator.workload.trace_table import TraceTable
+
+if TYPE_CHECKING:
+    from simulator.workload.trace_readers import load_trace, read_trace
 
 __all__ = [
     "DEFAULT_CLASS",
@@ -72,3 +77,10 @@ __all__ = [
     "sample_arrivals",
     "sample_length_pairs",
 ]
+
+
+__getattr__ = lazy_getattr(
+    "simulator.workload",
+    # The trace readers need pandas; synthetic workloads do not.
+    dict.fromkeys(("load_trace", "read_trace"), "simulator.workload.trace_readers"),
+)

@@ -45,7 +45,7 @@ from simulator.workload.issue_collector import row_key
 from simulator.workload.origins import OriginRule
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
 from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
-from simulator.workload.trace_readers import TraceStop, load_trace
+from simulator.workload.trace_stop import TraceStop
 from simulator.workload.trace_table import TraceTable
 
 SCHEMA_NAME = "workload.schema.json"
@@ -78,6 +78,8 @@ class _Builder:
         """Read a trace named in the section (once per file, format and slice read)."""
         path = resolve_path(self.base, name)
         if (path, fmt, stop) not in self._traces:
+            from simulator.workload.trace_readers import load_trace  # pandas: only for traces
+
             self._traces[(path, fmt, stop)] = load_trace(path, fmt, stop)
             table, found = self._traces[(path, fmt, stop)]
             unknown = unknown_builtin(name)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.workload.arrays import (
     FloatArray,
@@ -21,6 +20,9 @@ from simulator.workload.arrays import (
 )
 from simulator.workload.categories import NO_CATEGORY
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,6 +178,8 @@ class RequestTable:
 
     def to_frame(self) -> pd.DataFrame:
         """Return the table as a DataFrame (one row per request)."""
+        import pandas as pd
+
         frame: pd.DataFrame = pd.DataFrame(
             {
                 "request_id": self.request_id,
