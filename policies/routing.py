@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from policies.base import Policy
 from policies.families import ROUTING
-from policies.params import NoParams
+from policies.params import NoParams, param
 from policies.views import ReplicaLoad, RoutingQuery
 
 if TYPE_CHECKING:
@@ -21,9 +22,13 @@ class RoutingPolicy(Policy, Protocol):
         reads_replica_detail: The engine fills the ``ReplicaLoad`` fields
             after ``kv_free_mb`` (and keeps the predicted prefill queues they
             need). Default ``False``.
+        reads_prefix: The engine fills ``ReplicaLoad.cached_prefix_tokens``
+            from each replica's prefix cache (``scheduler.kv.prefix_cache``
+            must be enabled). Default ``False``.
     """
 
     reads_replica_detail: ClassVar[bool] = False
+    reads_prefix: ClassVar[bool] = False
 
     def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
         """Return the ``index`` of the chosen replica (one of ``replicas``)."""
@@ -156,3 +161,81 @@ class PowerOfTwo(RoutingPolicy):
         a, b = replicas[first], replicas[second]
         best = min(a, b, key=lambda r: (r.outstanding_requests, r.index))
         return best.index
+
+
+@dataclass(frozen=True)
+class CacheAwareParams:
+    """Parameters of ``cache_aware``.
+
+    The defaults are SGLang router's ``cache_threshold`` (0.5),
+    ``balance_abs_threshold`` (32) and ``balance_rel_threshold`` (1.0001).
+
+    Attributes:
+        match_threshold: Share of the prompt's tokens the best replica must
+            hold cached for the request to go there.
+        balance_abs_threshold: The load counts as unbalanced only when the
+            most and least loaded replicas differ by more than this many
+            outstanding requests...
+        balance_rel_threshold: ...and the most loaded has more than this
+            many times the least loaded's.
+    """
+
+    match_threshold: float = param(
+        0.5,
+        minimum=0,
+        maximum=1,
+        description="share of the prompt the best replica must hold cached to get the request",
+    )
+    balance_abs_threshold: int = param(
+        32,
+        minimum=0,
+        description="unbalanced when the outstanding requests of the most and least loaded "
+        "replicas differ by more than this",
+    )
+    balance_rel_threshold: float = param(
+        1.0001,
+        minimum=1,
+        description="and the most loaded has more than this many times the least loaded's",
+    )
+
+
+@ROUTING.register
+class CacheAware(RoutingPolicy):
+    """The replica holding the longest cached prefix of the request, unless the load is unbalanced.
+
+    As SGLang's cache-aware router: while the outstanding requests are
+    unbalanced (the most loaded replica has more than
+    ``balance_abs_threshold`` more than the least loaded, and more than
+    ``balance_rel_threshold`` times as many) the least loaded replica gets
+    the request. Otherwise the replica whose prefix cache holds the most of
+    its prompt gets it when that is more than ``match_threshold`` of the
+    prompt's tokens, else the least loaded one. Ties go to the fewest
+    outstanding requests, then the lowest index. The cached prefix is read
+    from the replicas' caches themselves (SGLang's router keeps its own
+    approximate tree of what it sent). Needs ``scheduler.kv.prefix_cache``.
+    """
+
+    name: ClassVar[str] = "cache_aware"
+    reads_prefix: ClassVar[bool] = True
+    Params = CacheAwareParams
+
+    def __init__(self, params: CacheAwareParams | None = None) -> None:
+        self.params = params if params is not None else CacheAwareParams()
+
+    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
+        """Return the replica by cached prefix, or by load (see the class docstring)."""
+        if not replicas:
+            raise ValueError("no replica to route to")
+        p = self.params
+        least = min(replicas, key=lambda r: (r.outstanding_requests, r.index))
+        most = max(r.outstanding_requests for r in replicas)
+        fewest = least.outstanding_requests
+        if most - fewest > p.balance_abs_threshold and most > fewest * p.balance_rel_threshold:
+            return least.index
+        best = min(
+            replicas,
+            key=lambda r: (-r.cached_prefix_tokens, r.outstanding_requests, r.index),
+        )
+        if best.cached_prefix_tokens > p.match_threshold * query.prompt_tokens:
+            return best.index
+        return least.index

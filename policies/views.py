@@ -91,9 +91,13 @@ class ReplicaLoad:
         link_rtt_ms: Round-trip time of the request's origin link to its
             pool (0 for a request without origin).
         link_bw_mbps: Bandwidth of that link (``inf`` without origin).
+        cached_prefix_tokens: Prompt tokens of the request its prefix cache
+            holds now (``scheduler.kv.prefix_cache``; filled only for a router
+            whose class sets ``reads_prefix = True``, else 0).
 
-    The fields after ``kv_free_mb`` are filled only for a router whose class
-    sets ``reads_replica_detail = True``; otherwise they keep their defaults.
+    The fields after ``kv_free_mb`` up to ``link_bw_mbps`` are filled only for
+    a router whose class sets ``reads_replica_detail = True``; otherwise they
+    keep their defaults.
     """
 
     index: int
@@ -105,6 +109,7 @@ class ReplicaLoad:
     predicted_queue_s: float = 0.0
     link_rtt_ms: float = 0.0
     link_bw_mbps: float = math.inf
+    cached_prefix_tokens: int = 0
 
 
 @dataclass(frozen=True)

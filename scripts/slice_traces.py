@@ -20,16 +20,25 @@ mooncake_conv_2k.csv                    mooncake_conversation_trace.csv         
 arxiv_summarization_lengths_2k.csv      arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv   1-2000
 ======================================  ===========================================================  ======
 
-(rows count data lines from 1; the header is always kept). With ``--check``
-nothing is written: the script exits 1 when a shipped slice differs from what
-it would write. The SHA-256 of every slice is printed so ``SOURCES.md`` can
-record it.
+(rows count data lines from 1; the header is always kept).
+
+One slice keeps the Mooncake traces' per-block ids, which the CSV above has
+reduced to counts; it is converted from the original JSON lines instead
+(:data:`PREFIX_SLICES`): its first N records become CSV rows
+``timestamp_ms,input_length,output_length,hash_ids`` with ``timestamp_ms`` =
+``timestamp``, the lengths as they are and ``hash_ids`` the record's list of
+block ids written space-separated (Mooncake's ids, one per 512-token block).
+
+With ``--check`` nothing is written: the script exits 1 when a shipped slice
+differs from what it would write. ``--only NAME`` makes (or checks) one slice.
+The SHA-256 of every slice is printed so ``SOURCES.md`` can record it.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -56,6 +65,13 @@ SLICES: tuple[Slice, ...] = (
     ),
 )
 
+PREFIX_SLICES: tuple[Slice, ...] = (
+    Slice("mooncake_conv_prefix_600.csv", "conversation_trace.jsonl", 600),
+)
+"""Slices converted from Mooncake's JSON lines, keeping ``hash_ids`` (see the module docstring)."""
+
+PREFIX_HEADER = b"timestamp_ms,input_length,output_length,hash_ids\n"
+
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "scenarios" / "traces"
 
 
@@ -69,6 +85,26 @@ def slice_bytes(original: bytes, rows: int) -> bytes:
     if len(lines) < rows + 1:
         raise ValueError(f"the original has only {len(lines) - 1} data lines, {rows} needed")
     return b"".join(lines[: rows + 1])
+
+
+def prefix_slice_bytes(original: bytes, rows: int) -> bytes:
+    """Return the CSV of the first ``rows`` records of a Mooncake JSON-lines trace, ids kept.
+
+    Raises:
+        ValueError: The original has fewer than ``rows`` records.
+    """
+    records = [line for line in original.splitlines() if line.strip()]
+    if len(records) < rows:
+        raise ValueError(f"the original has only {len(records)} records, {rows} needed")
+    out = [PREFIX_HEADER]
+    for line in records[:rows]:
+        record = json.loads(line)
+        ids = " ".join(str(int(i)) for i in record["hash_ids"])
+        out.append(
+            f"{int(record['timestamp'])},{int(record['input_length'])},"
+            f"{int(record['output_length'])},{ids}\n".encode()
+        )
+    return b"".join(out)
 
 
 def find_original(root: Path, name: str) -> Path:
@@ -91,10 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("original_dir", type=Path, help="folder holding the original trace files")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the slices go")
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    parser.add_argument("--only", help="make (or check) only the slice of this name")
     args = parser.parse_args(argv)
     stale = False
-    for item in SLICES:
-        data = slice_bytes(find_original(args.original_dir, item.original).read_bytes(), item.rows)
+    jobs = [(item, slice_bytes) for item in SLICES]
+    jobs += [(item, prefix_slice_bytes) for item in PREFIX_SLICES]
+    for item, make in jobs:
+        if args.only is not None and item.name != args.only:
+            continue
+        data = make(find_original(args.original_dir, item.original).read_bytes(), item.rows)
         target = args.out / item.name
         digest = hashlib.sha256(data).hexdigest()
         if args.check:

@@ -204,6 +204,9 @@ def _result(
     row_of = attrgetter(*columns)
     frame = pd.DataFrame([row_of(r) for r in output.records], columns=columns)
     frame = frame.sort_values("request_id", kind="stable").reset_index(drop=True)
+    if output.prefix_cache is not None:
+        cached = output.prefix_cache.cached_tokens
+        frame["cached_tokens"] = [cached.get(int(i), 0) for i in frame["request_id"]]
     slos = {name: table.slo_of(name) for name in sorted(set(frame["slo_class"]) | {"default"})}
     frame = pd.concat([frame, slo_flags(frame, slos)], axis=1)
     summary = summarise(

@@ -15,6 +15,7 @@ from policies.views import KSignals, ModeQuery, QueuedItem, ReplicaLoad, Routing
 def test_every_family_has_its_default_policy():
     enums = policy_enums()
     assert enums["routing"] == [
+        "cache_aware",
         "kv_aware",
         "least_outstanding",
         "network_aware",
@@ -31,7 +32,10 @@ def test_every_family_has_its_default_policy():
 def test_unknown_name_lists_valid_ones():
     with pytest.raises(
         UnknownPolicyError,
-        match="valid: kv_aware, least_outstanding, network_aware, power_of_two, round_robin",
+        match=(
+            "valid: cache_aware, kv_aware, least_outstanding, network_aware, power_of_two, "
+            "round_robin"
+        ),
     ):
         registry("routing").get("random_walk")
 

@@ -45,7 +45,11 @@ def test_builtin_has_every_capability_of_its_family(family, name, cls):
 
 def test_capabilities_and_their_defaults_per_family():
     caps = {family: dict(reg.capabilities) for family, reg in families(plugins=False).items()}
-    assert caps["routing"] == {"random_stream": None, "reads_replica_detail": False}
+    assert caps["routing"] == {
+        "random_stream": None,
+        "reads_replica_detail": False,
+        "reads_prefix": False,
+    }
     assert caps["verify_batching"] == {
         "random_stream": None,
         "predicts_ttft": False,

@@ -71,12 +71,15 @@ class Routing:
         admission_predicts: Whether admission reads the TTFT prediction.
         routing_detail: Whether the router reads the detailed replica loads
             (pool, KV, queue, link).
+        routing_prefix: Whether the router reads each replica's cached prefix
+            of the request (``reads_prefix``).
     """
 
     router: Any
     admission: Any
     admission_predicts: bool
     routing_detail: bool
+    routing_prefix: bool = False
 
     @property
     def predicts_ttft(self) -> bool:
@@ -142,6 +145,7 @@ class PolicyBinder:
             admission,
             bool(admission.predicts_ttft),
             bool(router.reads_replica_detail),
+            bool(router.reads_prefix),
         )
 
     def decode_lane(self, lane: LaneSpec) -> DecodeLane:

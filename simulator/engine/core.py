@@ -49,6 +49,7 @@ from simulator.engine.fleet import Fleet
 from simulator.engine.flow import RequestFlow
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.network import Network
+from simulator.engine.prefix_cache import PrefixCacheOutput
 from simulator.engine.records import EngineOutput, InFlight, RequestRecord
 from simulator.engine.request_state import RequestState, to_record
 from simulator.engine.runtime import ClassInfo, ReplicaPlan, RunSettings, Runtime
@@ -180,6 +181,8 @@ class Engine:
                 step_timing=self.step_timing,
                 streams=streams,
                 tree_nodes=settings.tree.nodes if settings.tree is not None else None,
+                prefix_cache=sched.prefix_cache,
+                prefixes=requests.prefixes() if sched.prefix_cache is not None else {},
             )
         )
         self.dispatcher = dispatcher = Dispatcher(
@@ -449,7 +452,17 @@ class Engine:
             not_arrived=len(self._states) - self._arrived,
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
+            prefix_cache=self._prefix_cache_output(),
         )
+
+    def _prefix_cache_output(self) -> PrefixCacheOutput | None:
+        """Each replica's prefix-cache counts and each request's cached tokens (None: off)."""
+        caches = [r.kv_rule.cache for r in self.fleet.replicas]
+        if not caches or caches[0] is None:
+            return None
+        stats = tuple(cache.stats() for cache in caches if cache is not None)
+        context = self.fleet.replicas[0].context
+        return PrefixCacheOutput(stats, dict(context.prefix_cached))
 
 
 def _by_gpus(per_unit: float | None, replica: TargetReplica, cls: ClassInfo) -> float | None:

@@ -93,6 +93,7 @@ class Dispatcher:
         self.admission = routing.admission
         self._admission_predicts = routing.admission_predicts
         self._routing_detail = routing.routing_detail
+        self._routing_prefix = routing.routing_prefix
         self.predicts_ttft = routing.predicts_ttft
         """Whether the predicted prefill queues are kept (only when a policy reads them)."""
         self.hybrid = hybrid
@@ -281,6 +282,12 @@ class Dispatcher:
             loads = [self._detailed_load(req, r) for r in candidates]
         else:
             loads = [ReplicaLoad(r.index, r.outstanding, r.kv.free_mb) for r in candidates]
+        if self._routing_prefix:
+            loads = [
+                replace(load, cached_prefix_tokens=r.kv_rule.cached_tokens(req, kind))
+                for load, r in zip(loads, candidates, strict=True)
+                for kind in (self._prefill_kind(r),)
+            ]
         chosen = self.router.route(
             RoutingQuery(req.request_id, req.origin, req.prompt_tokens), loads
         )

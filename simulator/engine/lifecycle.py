@@ -25,7 +25,7 @@ from simulator.engine.request_state import RequestState
 from simulator.engine.step_timing import StepTiming
 from simulator.engine.tracing import Tracer
 from simulator.rng import RandomStreams
-from simulator.scenario.model import LanesSpec
+from simulator.scenario.model import LanesSpec, PrefixCacheSpec
 
 
 class RequestLifecycle(Protocol):
@@ -104,6 +104,11 @@ class ServerContext:
             (``simulation.ragged_batches``, ``simulation.step_noise``).
         streams: The run's random streams (each replica's step-time noise
             draws from its own sub-stream of ``step_noise``).
+        prefix_cache: ``scheduler.kv.prefix_cache`` when enabled (``None``: off).
+        prefixes: Request id -> its prompt's block ids (requests without
+            any are absent).
+        prefix_cached: Request id -> prompt tokens its last prefill found
+            cached, filled as the replicas prefill (with a prefix cache only).
     """
 
     env: simpy.Environment
@@ -125,3 +130,6 @@ class ServerContext:
     step_timing: StepTiming = field(default_factory=StepTiming)
     streams: RandomStreams | None = None
     tree_nodes: int | None = None
+    prefix_cache: PrefixCacheSpec | None = None
+    prefixes: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    prefix_cached: dict[int, int] = field(default_factory=dict)

@@ -137,15 +137,21 @@ class MixedIterations:
             if model is not None and MODEL_OF[kind] != model:
                 break
             need = kv.need_mb(req, kind)
+            cached = 0
+            if kv.cache is not None:
+                need = kv.admit_mb(req, kind, need)
+                cached = kv.cached_tokens(req, kind)
             if need > free_mb + 1e-9:
                 break
             cost = replica.costs.prefill[kind]
             assert cost is not None
-            first = min(req.context, int(cost.context_axis[0]))
+            # A remainder continuing a cached prefix (at least the grid's first
+            # context) is priced within the grid whatever its length.
+            first = 1 if cached else min(req.context, int(cost.context_axis[0]))
             if left < first:
                 break
             model = MODEL_OF[kind]
-            tokens = min(left, req.context)
+            tokens = min(left, req.context - cached)
             chunks.append((req, kind, tokens))
             left -= tokens
             free_mb -= need
@@ -161,13 +167,20 @@ class MixedIterations:
         if starting:
             new = {id(req) for req, _kind in starting}
             replica.prefill_q = [entry for entry in replica.prefill_q if id(entry[0]) not in new]
-            for req, kind in starting:
-                need = kv.need_mb(req, kind)
-                kv.pool.allocate(need, now)
-                req.kv_mb = need
-                req.kv_peak_mb = max(req.kv_peak_mb, need)
-                replica.holders.append(req)
-                replica.chunking.append((req, kind))
+            if kv.cache is not None:
+                kv.reserve(starting, now)
+                for req, kind in starting:
+                    # A cached prefix counts as already prefilled (its chunk continues it).
+                    req.prefilled = kv.cached_now(req)
+                    replica.chunking.append((req, kind))
+            else:
+                for req, kind in starting:
+                    need = kv.need_mb(req, kind)
+                    kv.pool.allocate(need, now)
+                    req.kv_mb = need
+                    req.kv_peak_mb = max(req.kv_peak_mb, need)
+                    replica.holders.append(req)
+                    replica.chunking.append((req, kind))
         kind = ""
         batch: list[RequestState] = []
         latency_s, energy_j = self._chunk_cost(chunks)
@@ -296,5 +309,6 @@ class MixedIterations:
             if req.prefilled >= req.context:
                 req.prefilled = 0
                 replica.chunking.remove((req, chunk_kind))
+                self.kv.cache_prompt(req, chunk_kind)
                 replica.lifecycle.on_prefilled(req, chunk_kind)
         replica.end_iteration()

@@ -67,12 +67,13 @@ class PrefillLane:
             if (FUSED if kind == FUSED else VERIFY) != first_model:
                 continue
             need = self.kv.need_mb(req, kind)
-            if need > budget + 1e-9:
+            take = need if self.kv.cache is None else self.kv.admit_mb(req, kind, need)
+            if take > budget + 1e-9:
                 if not eligible and need > pool.capacity_mb:
                     self.reject_too_large(i)
                     return self.select(limit) if replica.prefill_q else ([], INF)
                 break
-            budget -= need
+            budget -= take
             eligible.append(i)
             if len(eligible) == slots:
                 break
@@ -129,7 +130,11 @@ class PrefillLane:
         n = len(batch)
         mean_context = sum(req.context for req, _ in batch) / n
         self.kv.reserve(batch, now)
-        latency_s, energy_j = cost.at(mean_context, n, 1)
+        cached = [self.kv.cached_now(req) for req, _ in batch] if self.kv.cache else []
+        if any(cached):
+            latency_s, energy_j = self._cached_cost(kind, batch, cached)
+        else:
+            latency_s, energy_j = cost.at(mean_context, n, 1)
         if replica.noise is not None:
             latency_s *= replica.noise.take("prefill")
         latency_s, energy_j = replica.throttled(now, latency_s, energy_j)
@@ -161,11 +166,37 @@ class PrefillLane:
             DECISION,
         )
 
+    def _cached_cost(
+        self, kind: str, batch: list[tuple[RequestState, str]], cached: list[int]
+    ) -> tuple[float, float]:
+        """A prefill pass in which some prompts found their first tokens cached.
+
+        A prompt of ``L`` tokens whose first ``p`` are cached costs what
+        chunked prefill charges a chunk continuing ``p`` computed tokens:
+        ``F(L) - F(p)``, ``F`` the LUT's batch-1 prefill GPU work; the other
+        prompts are priced together as a prefill batch of their mean context,
+        as without a cache; the engine's step terms apply once to the pass.
+        """
+        cost = self.replica.costs.prefill[kind]
+        assert cost is not None
+        whole = [req.context for (req, _), p in zip(batch, cached, strict=True) if p == 0]
+        gpu_s = gpu_j = 0.0
+        if whole:
+            gpu_s, gpu_j = cost.gpu_at(sum(whole) / len(whole), len(whole), 1)
+        for (req, _), p in zip(batch, cached, strict=True):
+            if p:
+                end_s, end_j = cost.gpu_at(req.context, 1, 1)
+                done_s, done_j = cost.gpu_at(p, 1, 1)
+                gpu_s += end_s - done_s
+                gpu_j += end_j - done_j
+        return cost.engine_step(gpu_s, gpu_j, len(batch), 1)
+
     def _end(
         self, batch: list[tuple[RequestState, str]], latency_s: float, energy_j: float
     ) -> None:
         replica = self.replica
         replica.account(latency_s, energy_j, [req for req, _ in batch])
         for req, kind in batch:
+            self.kv.cache_prompt(req, kind)
             replica.lifecycle.on_prefilled(req, kind)
         replica.end_iteration()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.engine.gpu_share import GpuTime
+from simulator.engine.prefix_cache import PrefixCacheOutput
 from simulator.engine.usage import ClassUsage
 
 
@@ -148,3 +149,5 @@ class EngineOutput:
     Empty: every replica held its GPUs for the whole run."""
     planner_rounds: tuple[dict[str, Any], ...] = ()
     """Runs with a planner: its decisions, one row per candidate per round."""
+    prefix_cache: PrefixCacheOutput | None = None
+    """Runs with a prefix cache: its counts per replica and cached tokens per request."""

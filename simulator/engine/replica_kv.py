@@ -21,6 +21,7 @@ from collections.abc import Callable
 from policies.lanes import FUSED, VERIFY
 from policies.views import QueuedItem
 from simulator.engine.kv import KvPool
+from simulator.engine.prefix_cache import Block, PrefixCache
 from simulator.engine.replica_view import ReplicaView
 from simulator.engine.request_state import RequestState
 
@@ -45,6 +46,13 @@ class ReplicaKv:
         self.policy = replica.context.kv_policy
         self.grows = self.policy == "preempt_recompute"
         self.mb_per_token = replica.kv_mb_per_token
+        spec = replica.context.prefix_cache
+        self.cache = PrefixCache(spec.block_tokens) if spec is not None else None
+        """The replica's prefix cache (``None``: off; see :mod:`simulator.engine.prefix_cache`)."""
+        self._held: dict[int, list[Block]] = {}
+        """Request id -> the cached blocks referenced for it."""
+        self._cached_tokens: dict[int, int] = {}
+        """Request id -> prompt tokens its current prefill found cached."""
 
     def need_mb(self, req: RequestState, kind: str) -> float:
         """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
@@ -55,8 +63,115 @@ class ReplicaKv:
             ) * per_token
         return (req.context + 1) * per_token
 
+    # -- prefix cache (scheduler.kv.prefix_cache; on_full queue only) ----------------
+    def _hits(self, req: RequestState, kind: str) -> list[Block]:
+        """The cached blocks a prefill of ``req`` would use (none below the prefill LUT's grid)."""
+        cache = self.cache
+        assert cache is not None
+        ids = self.replica.context.prefixes.get(req.request_id)
+        if not ids:
+            return []
+        blocks = cache.match(FUSED if kind == FUSED else VERIFY, ids, req.prompt_tokens)
+        cost = self.replica.costs.prefill[kind]
+        assert cost is not None
+        if len(blocks) * cache.block_tokens < cost.context_axis[0]:
+            return []  # a remainder continuing so short a prefix is not priced by the LUT
+        return blocks
+
+    def _block_mb(self, kind: str) -> float:
+        assert self.cache is not None
+        return self.cache.block_tokens * self.mb_per_token[kind]
+
+    def admit_mb(self, req: RequestState, kind: str, need_mb: float) -> float:
+        """KV a prefill of ``req`` takes from the pool's free KV (``need_mb`` without a cache).
+
+        Its blocks found cached that running requests already reference are
+        not allocated again; free-but-cached ones it finds count as free KV it
+        takes back.
+        """
+        if self.cache is None:
+            return need_mb
+        referenced = sum(1 for block in self._hits(req, kind) if block.refs > 0)
+        return need_mb - referenced * self._block_mb(kind)
+
+    def cached_tokens(self, req: RequestState, kind: str) -> int:
+        """Prompt tokens a prefill of ``req`` would find cached now (0 without a cache)."""
+        if self.cache is None:
+            return 0
+        return len(self._hits(req, kind)) * self.cache.block_tokens
+
+    def cached_now(self, req: RequestState) -> int:
+        """Prompt tokens the request's current prefill found cached (set when it was reserved)."""
+        return self._cached_tokens.get(req.request_id, 0)
+
+    def _make_free(self, amount_mb: float) -> None:
+        """Evict free-but-cached blocks until ``amount_mb`` of KV is really free."""
+        cache = self.cache
+        assert cache is not None
+        short = amount_mb - (self.pool.free_mb - cache.evictable_mb)
+        if short > 1e-9:
+            cache.evict(short)
+
+    def _reserve_cached(self, batch: list[tuple[RequestState, str]], now_s: float) -> None:
+        """:meth:`reserve` with a prefix cache: reference the hits, allocate the rest."""
+        cache = self.cache
+        assert cache is not None
+        hits = [self._hits(req, kind) for req, kind in batch]
+        for blocks in hits:  # every member's hits first, so no member evicts another's
+            revived = cache.pin(blocks)
+            if revived > 0:
+                self.pool.allocate(revived, now_s)
+        holders = self.replica.holders
+        record = self.replica.context.prefix_cached
+        prefixes = self.replica.context.prefixes
+        for (req, kind), blocks in zip(batch, hits, strict=True):
+            need = self.need_mb(req, kind)
+            own = need - len(blocks) * self._block_mb(kind)
+            self._make_free(own)
+            self.pool.allocate(own, now_s)
+            req.kv_mb = own
+            req.kv_peak_mb = max(req.kv_peak_mb, need)
+            tokens = len(blocks) * cache.block_tokens
+            self._held[req.request_id] = blocks
+            self._cached_tokens[req.request_id] = tokens
+            record[req.request_id] = tokens
+            cache.count(prefixes.get(req.request_id, ()), req.prompt_tokens, len(blocks))
+            if req not in holders:
+                holders.append(req)
+
+    def cache_prompt(self, req: RequestState, kind: str) -> None:
+        """A prefill ended: cache its prompt's full blocks beyond those it found.
+
+        Its copy of a block becomes the cached one, or is dropped when another
+        request cached that block meanwhile (it references that one instead).
+        """
+        cache = self.cache
+        if cache is None:
+            return
+        ids = self.replica.context.prefixes.get(req.request_id)
+        held = self._held.get(req.request_id)
+        if not ids or held is None:
+            return
+        blocks = min(len(ids), req.prompt_tokens // cache.block_tokens)
+        if blocks <= len(held):
+            return
+        now = self.replica.env.now
+        block_mb = self._block_mb(kind)
+        added, new, revived = cache.insert(
+            FUSED if kind == FUSED else VERIFY, ids, held, blocks, block_mb, now
+        )
+        held.extend(added)
+        moved = len(added) * block_mb
+        req.kv_mb -= moved
+        dropped = moved - new * block_mb - revived
+        if dropped > 0:
+            self.pool.free(dropped, now)
+
     def reserve(self, batch: list[tuple[RequestState, str]], now_s: float) -> None:
         """Allocate the KV of a prefill batch's requests; they hold it until they finish."""
+        if self.cache is not None:
+            self._reserve_cached(batch, now_s)
+            return
         holders = self.replica.holders
         for req, kind in batch:
             need = self.need_mb(req, kind)
@@ -71,6 +186,12 @@ class ReplicaKv:
         if req.kv_mb > 0:
             self.pool.free(req.kv_mb, self.replica.env.now)
             req.kv_mb = 0.0
+        if self.cache is not None:
+            blocks = self._held.pop(req.request_id, None)
+            self._cached_tokens.pop(req.request_id, None)
+            if blocks:
+                now = self.replica.env.now
+                self.pool.free(self.cache.unpin(blocks, now), now)
         holders = self.replica.holders
         if req in holders:
             holders.remove(req)

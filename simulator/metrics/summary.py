@@ -41,6 +41,7 @@ from simulator.engine.gpu_share import GpuTime
 from simulator.engine.records import EngineOutput
 from simulator.errors import NonFiniteResult
 from simulator.metrics.energy_cost import cost_section, energy_section
+from simulator.metrics.prefix_cache import prefix_cache_summary
 from simulator.workload import SloTargets
 
 PERCENTILES = (50, 90, 95, 99)
@@ -380,6 +381,8 @@ def summarise(
         "energy": energy,
         "cost": cost,
     }
+    if output.prefix_cache is not None:
+        summary["prefix_cache"] = prefix_cache_summary(output.prefix_cache)
     cleaned: dict[str, Any] = _clean(summary)
     return cleaned
 

@@ -38,6 +38,7 @@ from simulator.scenario.sections.models import (
 )
 from simulator.scenario.sections.network import build_network, check_client_links
 from simulator.scenario.sections.planner import build_planner
+from simulator.scenario.sections.prefix_cache import build_prefix_cache, check_prefix_workload
 from simulator.scenario.sections.run_settings import (
     build_metadata,
     build_metrics,
@@ -88,11 +89,12 @@ def build_scenario(
     )
     lanes = build_lanes(ctx, classes, luts)
     check_engine_layers(ctx, classes, _target_model_ids(classes, models, lanes, speculation.tree))
-    scheduler = build_scheduler(ctx, lanes)
+    scheduler = replace(build_scheduler(ctx, lanes), prefix_cache=build_prefix_cache(ctx, lanes))
     planner = build_planner(ctx)
     tp_classes = build_tensor_parallel_classes(ctx, classes, partial(lut_covers, ctx, models, luts))
     metrics = build_metrics(ctx)
     workload = build_workload(ctx, [d for d, t in device_ids.items() if t == "draft"])
+    check_prefix_workload(ctx, scheduler.prefix_cache, workload)
     check_acceptance_use(ctx, classes, models, speculation, workload)
     manager = LutManager()
     for table in luts.values():

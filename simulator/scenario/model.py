@@ -358,6 +358,18 @@ class LanesSpec:
 
 
 @dataclass(frozen=True)
+class PrefixCacheSpec:
+    """``scheduler.kv.prefix_cache`` when enabled: every target replica caches prompt blocks.
+
+    Attributes:
+        block_tokens: Tokens per cached KV block; a request's block ids (a
+            trace's ``hash_ids``) name blocks of this many tokens.
+    """
+
+    block_tokens: int = 512
+
+
+@dataclass(frozen=True)
 class SchedulerSpec:
     """Batching, routing, admission and KV behaviour.
 
@@ -375,6 +387,8 @@ class SchedulerSpec:
     arbitration: PolicyChoice
     draft_selection: PolicyChoice
     lanes: LanesSpec = LanesSpec()
+    prefix_cache: PrefixCacheSpec | None = None
+    """``scheduler.kv.prefix_cache`` (``None``: off)."""
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,15 @@ def _synthetic(
 
 def _trace(
     spec: WorkloadSpec, source: TraceSource, streams: RandomStreams
-) -> tuple[FloatArray, IntArray, IntArray, StrArray, StrArray, StrArray]:
+) -> tuple[
+    FloatArray,
+    IntArray,
+    IntArray,
+    StrArray,
+    StrArray,
+    StrArray,
+    tuple[tuple[int, ...], ...] | None,
+]:
     table = source.sliced(spec.max_requests)
     assert table.arrival_s is not None  # the builder only accepts timed traces
     size = len(table)
@@ -109,7 +117,9 @@ def _trace(
     categories = (
         text_array(NO_CATEGORY, size) if table.category is None else text_array(table.category)
     )
-    return table.arrival_s, prompt, output, text_array(classes), origins, categories
+    # Block ids describe the trace's prompts: prompts drawn anew have none.
+    prefix = table.hash_ids if first is None else None
+    return table.arrival_s, prompt, output, text_array(classes), origins, categories, prefix
 
 
 def _categories(source: SyntheticSource, size: int, streams: RandomStreams) -> StrArray:
@@ -155,8 +165,11 @@ def generate_requests(
             arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
         origins = text_array("", len(arrival))
         categories = _categories(spec.source, len(arrival), streams)
+        prefix = None
     else:
-        arrival, prompt, output, classes, origins, categories = _trace(spec, spec.source, streams)
+        arrival, prompt, output, classes, origins, categories, prefix = _trace(
+            spec, spec.source, streams
+        )
     origins = assign_origins(origins, spec.origin, client_classes, streams.get("origins"))
     with np.errstate(over="ignore"):
         scaled = arrival / spec.arrival_scale
@@ -171,4 +184,5 @@ def generate_requests(
         origin=origins,
         category=categories,
         slos=spec.slo_classes,
+        prefix_blocks=prefix,
     )

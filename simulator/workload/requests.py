@@ -39,6 +39,10 @@ class RequestTable:
         category: Task category of each request, "" for none (text array).
         first_id: Id of the first request (0 for a whole workload; a window
             of a larger table keeps the ids of its parent).
+        prefix_blocks: Each request's prompt block ids (a tuple of ints, its
+            first block first; equal ids are equal prompt content up to that
+            block), or None when the workload gives none (a trace's
+            ``hash_ids``; read by the prefix cache).
         request_id: ``first_id .. first_id + n - 1`` in arrival order (set by
             the constructor).
     """
@@ -51,6 +55,7 @@ class RequestTable:
     category: StrArray
     slos: Mapping[str, SloTargets]
     first_id: int = 0
+    prefix_blocks: tuple[tuple[int, ...], ...] | None = None
     request_id: IntArray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -79,6 +84,8 @@ class RequestTable:
         object.__setattr__(self, "slos", MappingProxyType(dict(self.slos)))
         if self.first_id < 0:
             raise ValueError("RequestTable.first_id must be >= 0")
+        if self.prefix_blocks is not None and len(self.prefix_blocks) != size:
+            raise ValueError(f"RequestTable.prefix_blocks must have {size} elements")
         ids = np.arange(self.first_id, self.first_id + size, dtype=np.int64)
         object.__setattr__(self, "request_id", frozen(ids))
 
@@ -150,7 +157,16 @@ class RequestTable:
             category=self.category[lo:hi],
             slos=self.slos,
             first_id=self.first_id + lo,
+            prefix_blocks=None if self.prefix_blocks is None else self.prefix_blocks[lo:hi],
         )
+
+    def prefixes(self) -> dict[int, tuple[int, ...]]:
+        """Request id -> its prompt block ids, for the requests that have any."""
+        blocks = self.prefix_blocks
+        if blocks is None:
+            return {}
+        first = self.first_id
+        return {first + i: ids for i, ids in enumerate(blocks) if ids}
 
     def slo_of(self, class_name: str) -> SloTargets:
         """Return the targets of SLO class ``class_name``.

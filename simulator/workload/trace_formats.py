@@ -10,11 +10,12 @@ format        columns (or JSON keys) used                                 arriva
               ``GeneratedTokens`` (Azure LLM inference traces)
 ``mooncake``  ``timestamp_ms``, ``input_length``, ``output_length`` (CSV  yes
               with the hash list reduced to counts) or ``timestamp``
-              (ms), ``input_length``, ``output_length`` (original JSONL)
+              (ms), ``input_length``, ``output_length`` (original JSONL);
+              optional ``hash_ids`` (block ids, see :data:`PREFIX_COLUMN`)
 ``vidur``     ``num_prefill_tokens``, ``num_decode_tokens`` (Vidur's      no
               processed length traces)
 ``csv``       ``arrival_s``, ``prompt_tokens``, ``output_tokens`` and     optional
-              optional ``slo_class``, ``origin``
+              optional ``slo_class``, ``origin``, ``category``, ``hash_ids``
 ``jsonl``     the same keys, one JSON object per line                     optional
 ============  ==========================================================  ===========
 
@@ -70,11 +71,18 @@ class Layout:
             columns.insert(0, self.time_column)
         if self.generic:
             columns.extend(GENERIC_NAME_COLUMNS)
+            columns.append(PREFIX_COLUMN)
         return tuple(columns)
 
 
 GENERIC_NAME_COLUMNS: tuple[str, ...] = ("slo_class", "origin", "category")
 """Optional text columns of the generic formats."""
+
+PREFIX_COLUMN = "hash_ids"
+"""Optional column of every format but ``azure`` and ``vidur``: the prompt's block ids
+(space-separated whole numbers in CSV, a list of them in JSONL; Mooncake's
+``hash_ids``, one per 512-token block; equal ids mean equal prompt content up to
+that block). Read for ``scheduler.kv.prefix_cache``."""
 
 AZURE = Layout("azure", "csv", "TIMESTAMP", 0.0, "ContextTokens", "GeneratedTokens", False)
 MOONCAKE_CSV = Layout(

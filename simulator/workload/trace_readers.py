@@ -50,6 +50,7 @@ from simulator.workload.trace_chunks import (
 from simulator.workload.trace_formats import (
     FORMAT_CHOICES,
     GENERIC_NAME_COLUMNS,
+    PREFIX_COLUMN,
     Layout,
     detect_format,
     layout_for,
@@ -59,6 +60,7 @@ from simulator.workload.trace_stop import TraceStop
 from simulator.workload.trace_table import MAX_REQUEST_TOKENS, TraceTable
 
 BoolArray = npt.NDArray[np.bool_]
+ObjArray = npt.NDArray[np.object_]
 
 __all__ = ["MAX_TRACE_LINE_BYTES", "TraceStop", "load_trace", "read_trace"]
 
@@ -236,6 +238,33 @@ def _names(raw: RawChunk, column: str, issues: _Pending) -> StrArray:
     return text_array(out, len(out)) if out else text_array("", 0)
 
 
+PREFIX_ALLOWED = "block ids: whole numbers >= 0, space-separated (CSV) or a JSON list (or empty)"
+
+
+def _block_ids(raw: RawChunk, issues: _Pending) -> ObjArray:
+    """Parse the ``hash_ids`` column: one tuple of block ids per row (empty: none)."""
+    out = np.empty(len(raw), dtype=object)
+    for index, cell in enumerate(raw.columns[PREFIX_COLUMN].tolist()):
+        ids: tuple[int, ...] | None = ()
+        if isinstance(cell, str):
+            try:
+                ids = tuple(int(part) for part in cell.split())
+            except ValueError:
+                ids = None
+        elif isinstance(cell, list):
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in cell):
+                ids = tuple(cell)
+            else:
+                ids = None
+        elif cell is not None and not (isinstance(cell, float) and np.isnan(cell)):
+            ids = None
+        if ids is None or any(v < 0 for v in ids):
+            issues.add(int(raw.rows[index]), PREFIX_COLUMN, cell, PREFIX_ALLOWED, "not block ids")
+            ids = ()
+        out[index] = ids
+    return out
+
+
 def _unknown_column(name: str, known: list[str], issues: RowIssues) -> None:
     issues.add_file_issue(
         f"column {name}",
@@ -304,6 +333,7 @@ class _Part:
     seconds: FloatArray | None
     good_time: BoolArray | None
     names: dict[str, StrArray] = field(default_factory=dict)
+    prefix: ObjArray | None = None
 
     def head(self, size: int) -> _Part:
         """The first ``size`` rows."""
@@ -319,6 +349,7 @@ class _Part:
             cut(self.seconds),
             cut(self.good_time),
             {name: values[:size] for name, values in self.names.items()},
+            cut(self.prefix),
         )
 
 
@@ -345,6 +376,15 @@ class _Reader:
         column = self.layout.time_column
         return column is not None and self.columns is not None and column in self.columns
 
+    @property
+    def has_prefix(self) -> bool:
+        """Whether the file gives block ids (``hash_ids``; not read from azure or vidur)."""
+        return (
+            self.columns is not None
+            and PREFIX_COLUMN in self.columns
+            and self.layout.name not in ("azure", "vidur")
+        )
+
     def first(self, raw: RawChunk) -> bool:
         """Take the file's columns from its first chunk; True when they are usable."""
         usable = _check_columns(raw, self.layout, self.issues)
@@ -359,7 +399,7 @@ class _Reader:
         for name, cells in raw.columns.items():
             if name in self.columns:
                 continue
-            if name in GENERIC_NAME_COLUMNS and self.layout.generic:
+            if (name in GENERIC_NAME_COLUMNS and self.layout.generic) or name == PREFIX_COLUMN:
                 self.columns.append(name)
             elif name == self.layout.time_column:
                 given = np.flatnonzero(cells.notna().to_numpy())
@@ -398,7 +438,8 @@ class _Reader:
             if layout.generic and name in self.columns
         }
         keep = prompt_ok & output_ok & (prompt > 0) & (output > 0)
-        return _Part(raw.rows, prompt, output, keep, seconds, good_time, names)
+        prefix = _block_ids(raw, pending) if self.has_prefix else None
+        return _Part(raw.rows, prompt, output, keep, seconds, good_time, names, prefix)
 
     def last_needed(self, part: _Part) -> int | None:
         """Index of the chunk's last row the slice needs, when the slice ends in it."""
@@ -497,7 +538,16 @@ class _Reader:
             category=named["category"][keep] if "category" in named else None,
             source_rows=np.concatenate([p.rows for p in parts])[keep],
             dropped_rows=int((~keep).sum()),
+            hash_ids=self._prefixes(keep),
         )
+
+    def _prefixes(self, keep: BoolArray) -> tuple[tuple[int, ...], ...] | None:
+        """The kept rows' block ids (None: the file has no ``hash_ids``)."""
+        if not self.has_prefix:
+            return None
+        empty = np.empty(0, dtype=object)
+        joined = np.concatenate([p.prefix if p.prefix is not None else empty for p in self.parts])
+        return tuple(joined[keep].tolist())
 
 
 def load_trace(

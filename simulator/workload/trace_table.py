@@ -35,6 +35,8 @@ class TraceTable:
             count from 1), for messages about individual rows.
         dropped_rows: Rows the reader skipped (real formats drop rows with a
             zero prompt or output length; see ``docs/workload.md``).
+        hash_ids: Each row's prompt block ids; None when the file has no
+            ``hash_ids`` column.
     """
 
     path: Path
@@ -47,9 +49,12 @@ class TraceTable:
     category: StrArray | None = None
     source_rows: IntArray | None = None
     dropped_rows: int = 0
+    hash_ids: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         size = len(self.prompt_tokens)
+        if self.hash_ids is not None and len(self.hash_ids) != size:
+            raise ValueError(f"TraceTable.hash_ids must have {size} elements")
         rows = self.source_rows if self.source_rows is not None else np.arange(1, size + 1)
         object.__setattr__(self, "source_rows", rows)
         for name in (
@@ -111,6 +116,9 @@ class TraceTable:
             category=pick(self.category),
             source_rows=self.source_rows[indices],
             dropped_rows=self.dropped_rows,
+            hash_ids=None
+            if self.hash_ids is None
+            else tuple(self.hash_ids[int(i)] for i in indices),
         )
 
     def window(
@@ -152,4 +160,5 @@ class TraceTable:
             category=self.category,
             source_rows=self.source_rows,
             dropped_rows=self.dropped_rows,
+            hash_ids=self.hash_ids,
         )
