@@ -27,6 +27,7 @@ STREAM_NAMES: tuple[str, ...] = (
     "step_noise",
     "categories",
     "acceptance_levels",
+    "prefixes",
 )
 """The streams the simulator knows; :meth:`RandomStreams.get` rejects others."""
 

@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pandas as pd
 import pytest
 
 from simulator import load_scenario, run
+from simulator.engine.core import Engine
 from simulator.engine.prefix_cache import PrefixCache
+from simulator.engine.runtime import build_runtime
+from simulator.loading import load_packaged_schema
+from simulator.rng import RandomStreams
+from simulator.runner import build_requests
 from simulator.validate import validate_file
 from simulator.workload.trace_readers import read_trace
 from tests.engine_fixtures import synthetic, write_scenario
@@ -17,6 +23,7 @@ from tests.script_modules import load_script
 
 SLO = {"ttft_ms": 60000, "tpot_ms": 1000}
 TRACES = Path(__file__).resolve().parent.parent / "scenarios" / "traces"
+EXAMPLE = TRACES.parent / "prefix_cache" / "mooncake_llama31_8b_h100.yaml"
 
 
 def trace(tmp_path: Path, rows: list[tuple[float, int, int, str]]) -> dict[str, object]:
@@ -149,6 +156,9 @@ def test_capacity_and_lru_eviction_follow_the_rule(tmp_path):
     assert section["tokens_hit"] == section["prefill_tokens_saved"] == 40_000
     assert section["token_hit_rate"] == pytest.approx(40_000 / 280_000)
     assert section["by_replica"][0]["blocks_hit"] == 40
+    jsonschema.validate(
+        json.loads(json.dumps(result.summary)), load_packaged_schema("summary.schema.json")
+    )
 
 
 def test_summary_and_requests_have_no_cache_figures_when_off(tmp_path):
@@ -362,3 +372,72 @@ def test_the_slice_script_converts_mooncake_json_lines_keeping_block_ids():
     assert slicer.prefix_slice_bytes(original, 2).count(b"\n") == 3
     with pytest.raises(ValueError, match="only 600 records"):
         slicer.prefix_slice_bytes(original, 601)
+
+
+# -- synthetic shared prefixes -----------------------------------------------------------
+
+
+def _synthetic_run(tmp_path: Path, shared: dict[str, object], cache: bool = True):
+    workload = synthetic(8, 0.5, 500, 2, slo=SLO)
+    workload["synthetic"]["shared_prefix"] = shared
+    extra = {"scheduler.kv.prefix_cache": {"enabled": True, "block_tokens": 100}} if cache else {}
+    path = write_scenario(tmp_path, mode="none", workload=workload, extra=extra)
+    return run(load_scenario(path)).requests
+
+
+def test_a_shared_system_prompt_is_found_after_its_first_prefill(tmp_path):
+    requests = _synthetic_run(tmp_path, {"tokens": 1000, "fraction": 1.0})
+    assert set(requests["prompt_tokens"]) == {1500}  # 1,000 shared + 500 drawn
+    # Its 10 full blocks are shared; the drawn part's blocks are each prompt's own.
+    assert list(requests["cached_tokens"]) == [0] + [1000] * 7
+    longer = _synthetic_run(tmp_path, {"tokens": 1050, "fraction": 1.0})
+    assert list(longer["cached_tokens"]) == [0] + [1000] * 7  # 1,050 // 100 full blocks
+
+
+def test_only_the_requests_drawn_to_have_the_prefix_share_it(tmp_path):
+    requests = _synthetic_run(tmp_path, {"tokens": 1000, "fraction": 0.5})
+    has = requests["prompt_tokens"] == 1500
+    assert 0 < has.sum() < len(requests)
+    assert set(requests.loc[~has, "prompt_tokens"]) == {500}
+    assert (requests.loc[~has, "cached_tokens"] == 0).all()
+    hits = list(requests.loc[has, "cached_tokens"])
+    assert hits == [0] + [1000] * (len(hits) - 1)
+    # The draw does not depend on the cache (stream prefixes).
+    off = _synthetic_run(tmp_path, {"tokens": 1000, "fraction": 0.5}, cache=False)
+    assert list(off["prompt_tokens"]) == list(requests["prompt_tokens"])
+    assert "cached_tokens" not in off.columns
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arbitration", ["prefill_first", "chunked_prefill"])
+def test_kv_is_conserved_on_the_mooncake_example(arbitration):
+    """Every request's KV comes back; what stays is free-but-cached blocks, all evictable."""
+    scenario = load_scenario(
+        EXAMPLE,
+        [
+            "scheduler.kv.prefix_cache.enabled=true",
+            "scheduler.routing.policy=cache_aware",
+            f"scheduler.arbitration.policy={arbitration}",
+            "hardware_profiles.0.count=4",
+            *(
+                ["scheduler.prefill.batching.max_tokens=null"]
+                if arbitration != "prefill_first"
+                else []
+            ),
+        ],
+    )
+    engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(scenario.seed))
+    output = engine.run()
+    assert {r.outcome for r in output.records} == {"completed"}
+    assert output.prefix_cache is not None
+    assert sum(s.blocks_hit for s in output.prefix_cache.replicas) > 0
+    for replica in engine.replicas:
+        pool = replica.kv
+        cache = replica.kv_rule.cache
+        assert cache is not None
+        assert pool.peak_mb <= pool.capacity_mb + 1e-6
+        assert pool.used_mb == pytest.approx(0.0, abs=1e-6)
+        cached_mb = cache.evictable_mb
+        assert 0 < cached_mb <= pool.capacity_mb + 1e-6
+        assert cache.evict(float("inf")) == pytest.approx(cached_mb)  # all of it, leaf by leaf
+        assert cache.evictable_mb == pytest.approx(0.0, abs=1e-6)

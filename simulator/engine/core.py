@@ -182,7 +182,9 @@ class Engine:
                 streams=streams,
                 tree_nodes=settings.tree.nodes if settings.tree is not None else None,
                 prefix_cache=sched.prefix_cache,
-                prefixes=requests.prefixes() if sched.prefix_cache is not None else {},
+                prefixes=requests.prefixes(sched.prefix_cache.block_tokens)
+                if sched.prefix_cache is not None
+                else {},
             )
         )
         self.dispatcher = dispatcher = Dispatcher(

@@ -120,7 +120,8 @@ class ReplicaKv:
         for blocks in hits:  # every member's hits first, so no member evicts another's
             revived = cache.pin(blocks)
             if revived > 0:
-                self.pool.allocate(revived, now_s)
+                # Free-but-cached KV is part of the free KV (bar rounding in the sums).
+                self.pool.allocate(min(revived, self.pool.free_mb), now_s)
         holders = self.replica.holders
         record = self.replica.context.prefix_cached
         prefixes = self.replica.context.prefixes

@@ -44,7 +44,7 @@ from simulator.workload.distributions import (
 from simulator.workload.issue_collector import row_key
 from simulator.workload.origins import OriginRule
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
-from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
+from simulator.workload.spec import SharedPrefix, SyntheticSource, TraceSource, WorkloadSpec
 from simulator.workload.trace_stop import TraceStop
 from simulator.workload.trace_table import TraceTable
 
@@ -330,6 +330,11 @@ class _Builder:
             duration_s=None if duration is None else float(duration),
             slo_class_mix=mix,
             category_mix=tuple((str(k), float(v)) for k, v in raw["category_mix"].items()),
+            shared_prefix=None
+            if raw.get("shared_prefix") is None
+            else SharedPrefix(
+                int(raw["shared_prefix"]["tokens"]), float(raw["shared_prefix"]["fraction"])
+            ),
         )
 
     def trace_source(self, name: str, classes: Mapping[str, SloTargets]) -> TraceSource | None:

@@ -134,6 +134,18 @@ def _categories(source: SyntheticSource, size: int, streams: RandomStreams) -> S
     return text_array(np.asarray(names, dtype=np.str_)[picks])
 
 
+def _shared_prefix(source: SyntheticSource, size: int, streams: RandomStreams) -> IntArray | None:
+    """Tokens of the shared system prompt in front of each synthetic prompt (None: no prefix).
+
+    Each request has it with probability ``fraction`` (stream ``prefixes``).
+    """
+    shared = source.shared_prefix
+    if shared is None:
+        return None
+    has = streams.get("prefixes").random(size) < shared.fraction
+    return np.where(has, shared.tokens, 0).astype(np.int64)
+
+
 def generate_requests(
     spec: WorkloadSpec,
     client_classes: Sequence[tuple[str, int]],
@@ -166,10 +178,14 @@ def generate_requests(
         origins = text_array("", len(arrival))
         categories = _categories(spec.source, len(arrival), streams)
         prefix = None
+        shared = _shared_prefix(spec.source, len(arrival), streams)
+        if shared is not None:
+            prompt = prompt + shared
     else:
         arrival, prompt, output, classes, origins, categories, prefix = _trace(
             spec, spec.source, streams
         )
+        shared = None
     origins = assign_origins(origins, spec.origin, client_classes, streams.get("origins"))
     with np.errstate(over="ignore"):
         scaled = arrival / spec.arrival_scale
@@ -185,4 +201,5 @@ def generate_requests(
         category=categories,
         slos=spec.slo_classes,
         prefix_blocks=prefix,
+        shared_prefix_tokens=shared,
     )

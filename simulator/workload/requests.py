@@ -43,6 +43,9 @@ class RequestTable:
             first block first; equal ids are equal prompt content up to that
             block), or None when the workload gives none (a trace's
             ``hash_ids``; read by the prefix cache).
+        shared_prefix_tokens: Tokens of the shared system prompt at the start
+            of each request's prompt (0: none), or None when the workload
+            declares none (``synthetic.shared_prefix``).
         request_id: ``first_id .. first_id + n - 1`` in arrival order (set by
             the constructor).
     """
@@ -56,6 +59,7 @@ class RequestTable:
     slos: Mapping[str, SloTargets]
     first_id: int = 0
     prefix_blocks: tuple[tuple[int, ...], ...] | None = None
+    shared_prefix_tokens: IntArray | None = None
     request_id: IntArray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -86,6 +90,13 @@ class RequestTable:
             raise ValueError("RequestTable.first_id must be >= 0")
         if self.prefix_blocks is not None and len(self.prefix_blocks) != size:
             raise ValueError(f"RequestTable.prefix_blocks must have {size} elements")
+        if self.shared_prefix_tokens is not None:
+            shared = np.asarray(self.shared_prefix_tokens, dtype=np.int64)
+            if shared.ndim != 1 or len(shared) != size:
+                raise ValueError(f"RequestTable.shared_prefix_tokens must have {size} elements")
+            if size and (shared.min() < 0 or np.any(shared > self.prompt_tokens)):
+                raise ValueError("RequestTable.shared_prefix_tokens must be in [0, prompt_tokens]")
+            object.__setattr__(self, "shared_prefix_tokens", frozen(shared))
         ids = np.arange(self.first_id, self.first_id + size, dtype=np.int64)
         object.__setattr__(self, "request_id", frozen(ids))
 
@@ -158,15 +169,38 @@ class RequestTable:
             slos=self.slos,
             first_id=self.first_id + lo,
             prefix_blocks=None if self.prefix_blocks is None else self.prefix_blocks[lo:hi],
+            shared_prefix_tokens=None
+            if self.shared_prefix_tokens is None
+            else self.shared_prefix_tokens[lo:hi],
         )
 
-    def prefixes(self) -> dict[int, tuple[int, ...]]:
-        """Request id -> its prompt block ids, for the requests that have any."""
-        blocks = self.prefix_blocks
-        if blocks is None:
-            return {}
+    def prefixes(self, block_tokens: int) -> dict[int, tuple[int, ...]]:
+        """Request id -> its prompt block ids (blocks of ``block_tokens``), where it has any.
+
+        A trace's ids are its ``hash_ids``. With a shared system prompt of
+        ``s`` tokens, its ``s // block_tokens`` full blocks are ids ``0, 1,
+        ...`` in every prompt that has it, and every other block of every
+        prompt (the one the system prompt ends in included) has an id of its
+        own.
+        """
         first = self.first_id
-        return {first + i: ids for i, ids in enumerate(blocks) if ids}
+        blocks = self.prefix_blocks
+        if blocks is not None:
+            return {first + i: ids for i, ids in enumerate(blocks) if ids}
+        shared = self.shared_prefix_tokens
+        if shared is None:
+            return {}
+        common = int(shared.max()) // block_tokens if len(shared) else 0
+        next_id = common
+        out: dict[int, tuple[int, ...]] = {}
+        for i, (prompt, tokens) in enumerate(
+            zip(self.prompt_tokens.tolist(), shared.tolist(), strict=True)
+        ):
+            own = tokens // block_tokens
+            total = -(-prompt // block_tokens)
+            out[first + i] = (*range(own), *range(next_id, next_id + total - own))
+            next_id += total - own
+        return out
 
     def slo_of(self, class_name: str) -> SloTargets:
         """Return the targets of SLO class ``class_name``.

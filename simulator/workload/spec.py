@@ -45,6 +45,25 @@ class TraceSource:
 
 
 @dataclass(frozen=True)
+class SharedPrefix:
+    """A system prompt shared by a fraction of synthetic requests (``synthetic.shared_prefix``).
+
+    Attributes:
+        tokens: Its length; added in front of the drawn prompt of each request
+            that has it.
+        fraction: Probability that a request has it (drawn per request,
+            stream ``prefixes``).
+    """
+
+    tokens: int
+    fraction: float
+
+    def __post_init__(self) -> None:
+        if self.tokens < 1 or not 0 < self.fraction <= 1:
+            raise ValueError("SharedPrefix needs tokens >= 1 and 0 < fraction <= 1")
+
+
+@dataclass(frozen=True)
 class SyntheticSource:
     """Synthetic request generation.
 
@@ -58,6 +77,7 @@ class SyntheticSource:
         slo_class_mix: ``(class name, weight)`` pairs; classes drawn by weight.
         category_mix: ``(task category, weight)`` pairs; categories drawn by
             weight (empty: requests carry no category).
+        shared_prefix: A system prompt some requests share (None: none).
     """
 
     arrival: ArrivalProcess | None
@@ -67,6 +87,7 @@ class SyntheticSource:
     duration_s: float | None = None
     slo_class_mix: tuple[tuple[str, float], ...] = ((DEFAULT_CLASS, 1.0),)
     category_mix: tuple[tuple[str, float], ...] = ()
+    shared_prefix: SharedPrefix | None = None
 
     def __post_init__(self) -> None:
         if (self.num_requests is None) == (self.duration_s is None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from simulator.scenario.model import LanesSpec, PrefixCacheSpec
 from simulator.scenario.sections.context import BuildContext
-from simulator.workload.spec import TraceSource, WorkloadSpec
+from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
 
 KEY = "scheduler.kv.prefix_cache"
 
@@ -78,13 +78,16 @@ def check_prefix_workload(
     if cache is None or workload is None:
         return
     source = workload.source
+    if isinstance(source, SyntheticSource) and source.shared_prefix is not None:
+        return
     table = source.trace if isinstance(source, TraceSource) else None
     if table is None or table.hash_ids is None or workload.prompt_length_override is not None:
         ctx.issue(
             f"{KEY}.enabled",
             True,
-            "false, or a trace workload whose hash_ids column gives prompt block ids "
-            "(docs/workload.md, Prompt block ids) and whose prompt lengths are kept",
+            "false, a trace workload whose hash_ids column gives prompt block ids "
+            "(docs/workload.md, Prompt block ids) and whose prompt lengths are kept, or a "
+            "synthetic workload with a shared_prefix",
             "prefix cache without prompt block ids",
         )
         return
