@@ -390,8 +390,9 @@ def test_a_shared_system_prompt_is_found_after_its_first_prefill(tmp_path):
     assert set(requests["prompt_tokens"]) == {1500}  # 1,000 shared + 500 drawn
     # Its 10 full blocks are shared; the drawn part's blocks are each prompt's own.
     assert list(requests["cached_tokens"]) == [0] + [1000] * 7
-    longer = _synthetic_run(tmp_path, {"tokens": 1050, "fraction": 1.0})
-    assert list(longer["cached_tokens"]) == [0] + [1000] * 7  # 1,050 // 100 full blocks
+    longer = _synthetic_run(tmp_path, {"tokens": 2050, "fraction": 1.0})
+    assert set(longer["prompt_tokens"]) == {2550}
+    assert list(longer["cached_tokens"]) == [0] + [2000] * 7  # 2,050 // 100 full blocks
 
 
 def test_only_the_requests_drawn_to_have_the_prefix_share_it(tmp_path):

@@ -49,7 +49,7 @@ from simulator.engine.fleet import Fleet
 from simulator.engine.flow import RequestFlow
 from simulator.engine.lifecycle import ServerContext
 from simulator.engine.network import Network
-from simulator.engine.prefix_cache import PrefixCacheOutput
+from simulator.engine.prefix_cache import cache_output
 from simulator.engine.records import EngineOutput, InFlight, RequestRecord
 from simulator.engine.request_state import RequestState, to_record
 from simulator.engine.runtime import ClassInfo, ReplicaPlan, RunSettings, Runtime
@@ -454,17 +454,8 @@ class Engine:
             not_arrived=len(self._states) - self._arrived,
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
-            prefix_cache=self._prefix_cache_output(),
+            prefix_cache=cache_output([r.kv_rule.cache for r in replicas], replicas[0].context),
         )
-
-    def _prefix_cache_output(self) -> PrefixCacheOutput | None:
-        """Each replica's prefix-cache counts and each request's cached tokens (None: off)."""
-        caches = [r.kv_rule.cache for r in self.fleet.replicas]
-        if not caches or caches[0] is None:
-            return None
-        stats = tuple(cache.stats() for cache in caches if cache is not None)
-        context = self.fleet.replicas[0].context
-        return PrefixCacheOutput(stats, dict(context.prefix_cached))
 
 
 def _by_gpus(per_unit: float | None, replica: TargetReplica, cls: ClassInfo) -> float | None:

@@ -7,7 +7,10 @@ class KvPool:
     """KV memory of one replica: capacity, allocations and a time-weighted occupancy.
 
     Allocation never exceeds the capacity; callers decide what to do when it
-    would (wait, or preempt: see ``scheduler.kv.on_full``).
+    would (wait, or preempt: see ``scheduler.kv.on_full``). With a prefix
+    cache, unreferenced cached blocks sit in the free part and are evicted
+    by :class:`~simulator.engine.replica_kv.ReplicaKv` before an allocation
+    that needs their room.
     """
 
     __slots__ = ("_area", "_last_s", "capacity_mb", "peak_mb", "used_mb")

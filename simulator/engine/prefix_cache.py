@@ -30,8 +30,9 @@ that referenced it released it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 
 class Block:
@@ -97,6 +98,25 @@ class PrefixCacheOutput:
 
     replicas: tuple[PrefixCacheStats, ...]
     cached_tokens: Mapping[int, int]
+
+
+def cache_output(
+    caches: Sequence[PrefixCache | None], context: _Recorded
+) -> PrefixCacheOutput | None:
+    """Each replica's counts and each request's cached tokens, for the run's output (None: off)."""
+    if not caches or caches[0] is None:
+        return None
+    stats = tuple(cache.stats() for cache in caches if cache is not None)
+    return PrefixCacheOutput(stats, dict(context.prefix_cached))
+
+
+class _Recorded(Protocol):
+    """Where the replicas record each request's cached tokens (the servers' shared context)."""
+
+    @property
+    def prefix_cached(self) -> Mapping[int, int]:
+        """Request id -> prompt tokens its last prefill found cached."""
+        ...
 
 
 class PrefixCache:

@@ -9,6 +9,16 @@ rather than evict anything, and when a batch's next iteration would not fit,
 the most recently admitted requests are evicted and go to the head of the
 prefill lane to recompute their context (vLLM's recompute preemption).
 
+With a prefix cache (``scheduler.kv.prefix_cache``, ``queue`` only; see
+:mod:`simulator.engine.prefix_cache`) the pool holds each request's own KV
+plus the cached blocks running requests reference, once however many share
+them: a prefill reserves its prompt, output and drafts less the blocks it
+found cached, and when it ends its new full prompt blocks move from its own
+KV to the cache. Blocks nobody references are free KV that is still cached:
+a prompt waiting for KV counts them free, and an allocation that needs more
+than the really free KV (free less those blocks) evicts them, least
+recently used first.
+
 :class:`ReplicaKv` owns the pool and the policy. It touches the replica
 (:class:`~simulator.engine.replica_view.ReplicaView`) only to move requests
 between its queues and its holders when it evicts or spills them.
