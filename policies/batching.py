@@ -51,10 +51,16 @@ class BatchingPolicy(Policy, Protocol):
             waiting prompts up to and including the item. Default ``False``.
         reads_kv: (verify lane) The engine fills ``QueuedItem.kv_need_mb``
             and ``kv_free_mb`` for verify items. Default ``False``.
+        takes_lone_item: ``select`` given a single item enqueued at or before
+            ``now_s`` always takes it (``BatchChoice((0,))``): the engine runs
+            a draft device's or decode lane's lone item without asking (and
+            builds no ``QueuedItem`` for it). A class or instance attribute.
+            Default ``False``.
     """
 
     predicts_ttft: ClassVar[bool] = False
     reads_kv: ClassVar[bool] = False
+    takes_lone_item: bool = False
 
     def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
         """Return the items to run now, or when to be asked again.
@@ -85,6 +91,11 @@ class SizeTimeoutBatcher(BatchingPolicy):
         self.limits = limits
         self.params = params if params is not None else NoParams()
         self._max_wait_s = limits.max_wait_ms / 1000.0
+        # A lone item waits only for a batch to fill (max_batch > 1, max_wait_ms > 0);
+        # a subclass with its own select rule decides for itself.
+        self.takes_lone_item = type(self).select is SizeTimeoutBatcher.select and (
+            limits.max_batch == 1 or self._max_wait_s == 0.0
+        )
 
     def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
         """Apply the size/timeout rule (see the class docstring)."""

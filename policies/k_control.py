@@ -30,10 +30,16 @@ class KController(Policy, Protocol):
             no history. A class or instance attribute.
         predicts_iteration: With a positive ``signal_window``, the engine
             fills ``KSignals.predictor``. Default ``False``.
+        fixed_k: ``next_k`` reads nothing of its signals but ``k_min`` and
+            ``k_max`` (the same k every round): the engine asks it once, with
+            signals holding only those bounds (the other fields at ``k_current``
+            = ``speculation.k``, ``nan`` or 0), and reuses the answer, building
+            no signals per round. Default ``False``.
     """
 
     signal_window: int = 0
     predicts_iteration: ClassVar[bool] = False
+    fixed_k: ClassVar[bool] = False
 
     def next_k(self, signals: KSignals) -> int:
         """Return k for the next round, within ``[signals.k_min, signals.k_max]``."""
@@ -74,6 +80,7 @@ class StaticK(NoFeedback):
     """The same k every round: the scenario's ``speculation.k``."""
 
     name: ClassVar[str] = "static"
+    fixed_k: ClassVar[bool] = True
 
     def __init__(self, k: int, params: NoParams | None = None) -> None:
         self.k = _positive_k(k)

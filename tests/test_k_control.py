@@ -587,3 +587,51 @@ def test_k_zero_rounds_gain_one_token_and_report_k_current(tmp_path):
     assert record.drafted_tokens <= 2 * (record.verify_rounds // 2)
     assert record.accepted_tokens <= record.drafted_tokens
     assert 1 + record.verify_rounds + record.accepted_tokens == 12
+
+
+# -- a fixed k is asked once --------------------------------------------------------
+class _CountingStatic(StaticK):
+    """The static controller, counting how often it is asked."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__(k)
+        self.asked = 0
+
+    def next_k(self, signals: KSignals) -> int:
+        self.asked += 1
+        return super().next_k(signals)
+
+
+class _CountingAdaptive(_CountingStatic):
+    """The same controller declaring nothing: asked every round."""
+
+    fixed_k = False
+
+
+@pytest.mark.parametrize(("controller", "asked"), [(_CountingStatic, 1), (_CountingAdaptive, 3)])
+def test_a_fixed_k_controller_is_asked_once(controller, asked):
+    from types import SimpleNamespace
+
+    import simpy
+
+    from simulator.engine.binding import KControl
+    from simulator.engine.request_state import RequestState
+    from simulator.engine.speculation import Speculation
+
+    assert StaticK.fixed_k
+    env = simpy.Environment()
+    replica = SimpleNamespace(index=0, k_sum=0, k_rounds=0, window=None, waiting=lambda kind: 0)
+    chosen = controller(12)
+    control = KControl(chosen, 12, 0, False, False, bool(chosen.fixed_k))
+    speculation = Speculation(env, [replica], control, 1, 8, 0.0, None, None)  # type: ignore[arg-type]
+    req = RequestState(0, 0.0, 100, 10, "default", "")
+    req.replica = 0
+    req.mode = "distributed"
+    ks = []
+    for generated in (1, 5, 8):
+        req.generated = generated
+        speculation.choose_k(req)
+        ks.append(req.k)
+    assert ks == [8, 4, 1]  # k_max, then never past the output's last token
+    assert chosen.asked == asked
+    assert (replica.k_sum, replica.k_rounds) == (13, 3)

@@ -54,11 +54,13 @@ def test_capabilities_and_their_defaults_per_family():
         "random_stream": None,
         "predicts_ttft": False,
         "reads_kv": False,
+        "takes_lone_item": False,
     }
     assert caps["k_control"] == {
         "random_stream": None,
         "signal_window": 0,
         "predicts_iteration": False,
+        "fixed_k": False,
     }
     assert caps["admission"] == {"random_stream": None, "predicts_ttft": False}
     assert caps["hybrid_mode"] == {"random_stream": None, "predicts_latency": False}

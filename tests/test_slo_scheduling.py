@@ -9,9 +9,12 @@ import pytest
 from policies.batching import (
     BatchLimits,
     EdfVerify,
+    FcfsVerify,
+    KvAwareEdfVerify,
     LeastSlackParams,
     LeastSlackVerify,
     SizeTimeoutBatcher,
+    TtftBoundedPrefill,
 )
 from policies.views import QueuedItem
 from simulator import load_scenario, run
@@ -73,15 +76,21 @@ def _trace(tmp_path, rows: list[str], slo: dict, classes: dict | None = None) ->
 
 @pytest.fixture
 def seen(monkeypatch) -> list[tuple[float, list[QueuedItem]]]:
-    """Every (now, waiting items) a size/timeout batcher is asked about."""
+    """Every (now, waiting items) a size/timeout batcher is asked about (lone items too)."""
     calls: list[tuple[float, list[QueuedItem]]] = []
     original = SizeTimeoutBatcher.select
+    original_init = SizeTimeoutBatcher.__init__
 
     def recording(self, waiting, now_s):
         calls.append((now_s, list(waiting)))
         return original(self, waiting, now_s)
 
+    def asked_about_everything(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        self.takes_lone_item = False  # so the engine asks about a lone item as well
+
     monkeypatch.setattr(SizeTimeoutBatcher, "select", recording)
+    monkeypatch.setattr(SizeTimeoutBatcher, "__init__", asked_about_everything)
     return calls
 
 
@@ -154,3 +163,24 @@ def test_edf_serves_the_earliest_deadline_first_in_a_real_run(tmp_path):
     # EDF decodes the tight request's every token before the loose one's next.
     assert [subject for _, subject in edf] == ["request 1", "request 0"]
     assert edf[0][0] < fcfs[1][0]
+
+
+# -- a lone item ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("policy", "max_batch", "max_wait_ms", "takes"),
+    [
+        (FcfsVerify, 128, 0.0, True),
+        (FcfsVerify, 128, 5.0, False),
+        (FcfsVerify, 1, 5.0, True),
+        (EdfVerify, 8, 0.0, True),
+        (KvAwareEdfVerify, 8, 0.0, False),
+        (TtftBoundedPrefill, 8, 0.0, False),
+    ],
+)
+def test_takes_lone_item_only_where_select_takes_it(policy, max_batch, max_wait_ms, takes):
+    lane = policy(BatchLimits(max_batch, max_wait_ms))
+    assert lane.takes_lone_item is takes
+    if takes:
+        for enqueued_s in (0.0, 1.0):
+            item = QueuedItem(7, enqueued_s, math.inf, 100, 5)
+            assert lane.select([item], 1.0).take == (0,)

@@ -7,7 +7,7 @@ random stream as one built at the start does, and the flags derived from
 what a policy reads (windowed signals, predictions) are derived the same
 way every time. What a policy reads is a capability its family's Protocol
 declares with a default (``signal_window``, ``predicts_iteration``,
-``predicts_latency``, ``predicts_ttft``, ``reads_replica_detail``: see
+``predicts_latency``, ``predicts_ttft``, ``reads_replica_detail``, ``fixed_k``: see
 policies/README.md), so the binder reads the attribute, never probes for it.
 The binder only builds: the collaborators that use a policy keep it (see
 :mod:`simulator.engine`).
@@ -37,6 +37,8 @@ class KControl:
         signal_window: Iterations and rounds each replica remembers for it (0: none).
         windowed: Whether it reads the extended (windowed) signals.
         predicts: Whether it reads ``KSignals.predictor`` (built only then).
+        fixed: Whether its k reads nothing of its signals but the bounds
+            (``fixed_k``): it is asked once, not every round.
     """
 
     controller: Any
@@ -44,6 +46,7 @@ class KControl:
     signal_window: int
     windowed: bool
     predicts: bool
+    fixed: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ class PolicyBinder:
         window = int(controller.signal_window)
         windowed = window > 0
         predicts = windowed and bool(controller.predicts_iteration)
-        return KControl(controller, k, window, windowed, predicts)
+        return KControl(controller, k, window, windowed, predicts, bool(controller.fixed_k))
 
     def hybrid(self, choice: PolicyChoice | None) -> HybridMode:
         """The hybrid policy ``choice`` (``None``: no hybrid policy)."""

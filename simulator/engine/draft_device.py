@@ -230,6 +230,10 @@ class DraftDevice:
 
     def _select_drafts(self, now_s: float) -> tuple[list[RequestState], float | None]:
         jobs = self.draft_jobs
+        if len(jobs) == 1 and self._lane.takes_lone_item:
+            # The policy would take it (every draft job is queued at or before now).
+            self.draft_jobs = []
+            return jobs, None
         items = [
             QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, r.k) for r in jobs
         ]

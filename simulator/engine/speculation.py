@@ -73,10 +73,7 @@ class Speculation:
         self._levels = levels
         self._request_spread = request_spread
         self._predictors: dict[tuple[int, str], LutStepPredictor] = {}
-        self.controller = control.controller
-        self.k_default = control.k
-        self._windowed = control.windowed
-        self._predicts = control.predicts
+        self.set_control(control)
 
     def set_control(self, control: KControl) -> None:
         """Choose the draft length of rounds chosen from now on with ``control``."""
@@ -84,6 +81,11 @@ class Speculation:
         self.k_default = control.k
         self._windowed = control.windowed
         self._predicts = control.predicts
+        self._fixed_k: int | None = None
+        """The controller's k when it reads only the bounds (``fixed_k``), asked once."""
+        if control.fixed:
+            bounds = KSignals(self.env.now, control.k, self.k_min, self.k_max, math.nan, 0, 0)
+            self._fixed_k = int(self.controller.next_k(bounds))
 
     def acceptance_for(self, req: RequestState, curve: AcceptanceModel) -> AcceptanceModel:
         """The model the request's rounds draw from: ``curve`` for its category and level."""
@@ -91,8 +93,28 @@ class Speculation:
         return curve.for_request(traits, concentration_for(self._request_spread, curve.info))
 
     def choose_k(self, req: RequestState) -> None:
-        """Ask the k controller for the request's next draft length."""
+        """Ask the k controller for the request's next draft length.
+
+        A controller whose k is fixed (``fixed_k``) was asked once: no signals
+        are built for it.
+        """
         target = self.replicas[req.replica]
+        generated = req.generated
+        k = self._fixed_k
+        if k is None:
+            k = self._next_k(req, target)
+        # Never draft past the output: the round's bonus token is the last one.
+        most = req.output_tokens - generated - 1
+        if k > most:
+            k = most
+        if k < self.k_floor:
+            k = self.k_floor
+        req.k = k
+        target.k_sum += k
+        target.k_rounds += 1
+
+    def _next_k(self, req: RequestState, target: TargetReplica) -> int:
+        """The controller's answer to the request's signals now."""
         generated = req.generated
         signals = KSignals(
             self.env.now,
@@ -115,16 +137,7 @@ class Speculation:
             )
             if self._predicts:
                 signals = signals._replace(predictor=self.predictor(target, req.mode))
-        k = int(self.controller.next_k(signals))
-        # Never draft past the output: the round's bonus token is the last one.
-        most = req.output_tokens - generated - 1
-        if k > most:
-            k = most
-        if k < self.k_floor:
-            k = self.k_floor
-        req.k = k
-        target.k_sum += k
-        target.k_rounds += 1
+        return int(self.controller.next_k(signals))
 
     def predictor(self, replica: TargetReplica, mode: str) -> LutStepPredictor:
         """The replica's iteration-time predictor for a request of ``mode`` (built once)."""

@@ -502,6 +502,11 @@ class TargetReplica:
         else:
             kind = min(kinds, key=lambda k: min(r.ready_s for r in queues[k]))
         queue = queues[kind]
+        lane = self.step_lane if kind == VERIFY else self.continuous_lane
+        if len(queue) == 1 and lane.takes_lone_item and not (kind == VERIFY and self._guard_kv):
+            # Its policy would take it (it is queued at or before now); one item
+            # always fits a token budget.
+            return (kind, [queue[0]]), INF
         # Deadlines (see policies/README.md): a verify bundle is due one TVT
         # after it was sent when its class has a TVT target; otherwise, and for
         # plain decode and fused rounds, the next token is due on the TPOT pace.
@@ -524,7 +529,6 @@ class TargetReplica:
                 )
                 for r in queue
             ]
-        lane = self.step_lane if kind == VERIFY else self.continuous_lane
         if kind == VERIFY and self._guard_kv:
             items = self.kv_rule.with_kv(items)
         choice = lane.select(items, self.env.now)
