@@ -124,7 +124,13 @@ class ContextCurve:
         if len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
             i = bisect_right(xs, context) - 1
             if i < len(xs) - 1 and last <= xs[i + 1]:
-                lat, energy = self._within(i, context + (steps - 1) / 2.0)
+                # self._within(i, middle), inlined: this runs once per draft burst.
+                x0 = xs[i]
+                w = (context + (steps - 1) / 2.0 - x0) / (xs[i + 1] - x0)
+                lats = self._latency
+                energies = self._energy
+                lat = lats[i] + w * (lats[i + 1] - lats[i])
+                energy = energies[i] + w * (energies[i + 1] - energies[i])
                 return lat * steps, energy * steps
         lat_totals, energy_totals = self.cumulative_steps(context, steps)
         return lat_totals[-1], energy_totals[-1]

@@ -94,6 +94,11 @@ class DraftDevice:
         self.availability = availability = pool.availability
         self._always_available = availability.kind == "always" or not availability.windows
         self._lane = context.lanes["draft"]
+        self._alone = (
+            self.max_concurrent == 1 and self._always_available and bool(self._lane.takes_lone_item)
+        )
+        """A round finding the device idle starts its burst at once: one request at a
+        time, always available, and a draft policy that takes a lone job."""
         self.active: list[RequestState] = []
         self.waiting: list[RequestState] = []
         self.prefill_jobs: list[RequestState] = []
@@ -159,12 +164,21 @@ class DraftDevice:
 
     def next_round(self, req: RequestState) -> None:
         """Draft the request's next round (its verified result, or first token, is here)."""
-        req.ready_s = self.env.now
+        now = req.ready_s = self.env.now
         self.context.speculation.choose_k(req)
         if req.k == 0:
             # Nothing to draft: the device sends an empty bundle at once and
             # the target decodes one token for the request.
-            self.lifecycle.send_bundle(req, req.ready_s)
+            self.lifecycle.send_bundle(req, now)
+            return
+        if (
+            self._alone
+            and now >= self._busy_until
+            and not self.prefill_jobs
+            and not self.draft_jobs
+        ):
+            # What _try_start would do with this lone job: start its burst now.
+            self._start_burst([req], now)
             return
         self.draft_jobs.append(req)
         self._work_arrived()
@@ -285,10 +299,9 @@ class DraftDevice:
         heat = self.heat
         factor = heat.fixed_factor if heat.constant else heat.factor(start)
         model = self.models[batch[0].draft_slot]
-        curve_at = model.draft.at
         if len(batch) == 1:
             req = batch[0]
-            offset, total_energy = model.alone.sum_steps(req.context, req.k)
+            offset, total_energy = model.alone.sum_steps(req.prompt_tokens + req.generated, req.k)
             if factor != 1.0:
                 offset /= factor
                 total_energy /= factor
@@ -296,6 +309,7 @@ class DraftDevice:
             done: list[tuple[float, RequestState]] = [(offset, req)]
             steps = req.k
         else:
+            curve_at = model.draft.at
             steps = max(req.k for req in batch)
             offset = 0.0
             total_energy = 0.0

@@ -223,19 +223,26 @@ class RequestFlow:
     def send_bundle(self, req: RequestState, sent_s: float) -> None:
         """The request's device finishes drafting at ``sent_s`` (now or later): upload the bundle."""
         req.round_sent_s = sent_s
-        arrive_s = self.upload(req, req.k * self.payload.bytes_per_draft_token, sent_s)
+        channel = req.uplink  # self.upload, inlined: this runs once a round
+        nbytes = req.k * self.payload.bytes_per_draft_token
+        arrive_s = sent_s if channel is None else channel.send(nbytes, sent_s)
         if self.tracing:
             self.trace_transfer(req, "bundle", True, sent_s, arrive_s, req.k)
         self.replicas[req.replica].enqueue_step(req, VERIFY, arrive_s)
 
     def on_verified(self, req: RequestState, gained: int, now_s: float) -> None:
         """A verify iteration committed ``gained`` tokens: send them back."""
-        arrive_s = self.download(req, gained * self.payload.bytes_per_result_token, now_s)
+        channel = req.downlink  # self.download and self.at, inlined: this runs once a round
+        nbytes = gained * self.payload.bytes_per_result_token
+        arrive_s = now_s if channel is None else channel.send(nbytes, now_s)
         if self.tracing:
             self.trace_transfer(req, "result", False, now_s, arrive_s, gained)
-        if req.remaining <= 0:
+        if req.output_tokens <= req.generated:
             req.finish_server_s = now_s
-        self.at(arrive_s, partial(self._result_arrives, req))
+        if arrive_s <= self.env.now:
+            self._result_arrives(req)
+        else:
+            call_at(self.env, arrive_s, partial(self._result_arrives, req))
 
     def _result_arrives(self, req: RequestState) -> None:
         """A round's verified tokens reached the client: record its TVT, go on or finish."""
@@ -244,7 +251,7 @@ class RequestFlow:
             req.tvt_max_s = tvt
         drafter = req.drafter
         assert drafter is not None
-        if req.remaining <= 0:
+        if req.output_tokens <= req.generated:
             self.finish_distributed(req)
         else:
             drafter.next_round(req)

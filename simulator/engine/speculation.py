@@ -164,17 +164,21 @@ class Speculation:
         """
         model = req.acceptance
         assert model is not None
+        k = req.k
+        generated = req.generated
         accepted = (
-            model.sample_accepted(req.k, req.context, self.acceptance_rng, self.temperature)
-            if req.k
+            model.sample_accepted(
+                k, req.prompt_tokens + generated, self.acceptance_rng, self.temperature
+            )
+            if k
             else 0
         )
         gained = accepted + 1
-        remaining = req.output_tokens - req.generated
+        remaining = req.output_tokens - generated
         if gained > remaining:
             gained = remaining
-        req.generated += gained
-        req.drafted += req.k
+        req.generated = generated + gained
+        req.drafted += k
         req.accepted += accepted
         req.rounds += 1
         if self._windowed:

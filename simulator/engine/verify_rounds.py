@@ -126,14 +126,15 @@ class VerifyRounds:
         grow = self.kv.grows
         pool = self.kv.pool
         release = self.kv.release
+        verify_round = speculation.verify_round
         for req in batch:
-            gained = speculation.verify_round(req)
+            gained = verify_round(req)
             if grow:
                 pool.allocate(gained * per_token, now)
                 req.kv_mb += gained * per_token
                 req.kv_peak_mb = max(req.kv_peak_mb, req.kv_mb)
             if kind == VERIFY:
-                if req.remaining <= 0:
+                if req.output_tokens <= req.generated:
                     release(req)
                 lifecycle.on_verified(req, gained, now)
             elif req.remaining <= 0:
