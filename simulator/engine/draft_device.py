@@ -306,14 +306,16 @@ class DraftDevice:
                 offset /= factor
                 total_energy /= factor
             req.draft_energy_j += total_energy
-            done: list[tuple[float, RequestState]] = [(offset, req)]
-            steps = req.k
+            self._book(start, offset, total_energy)
+            if self.context.tracing:
+                self._trace_burst(batch, model, start, offset, req.k)
+            self.lifecycle.send_bundle(req, start + offset)
         else:
             curve_at = model.draft.at
             steps = max(req.k for req in batch)
             offset = 0.0
             total_energy = 0.0
-            done = []
+            done: list[tuple[float, RequestState]] = []
             for step in range(1, steps + 1):
                 members = [req for req in batch if req.k >= step]
                 n = len(members)
@@ -327,32 +329,43 @@ class DraftDevice:
                     req.draft_energy_j += energy_j / n
                     if req.k == step:
                         done.append((offset, req))
-        self._book(start, offset, total_energy)
-        if self.context.tracing:
-            self.context.tracer.event(
-                start,
-                "draft_burst",
-                f"device {self.pool}/{self.index}",
-                f"n={len(batch)} k={steps}" + (f" model={model.name}" if self._several else ""),
-            )
-            self.context.tracer.span(
-                Span(
-                    "device",
-                    f"{self.pool}/{self.index}",
-                    "draft",
-                    "draft",
-                    start,
-                    offset,
-                    tuple(req.request_id for req in batch),
-                    sum(req.k for req in batch),
-                    steps,
-                    steps,
-                )
-            )
-        for done_after_s, req in done:
-            self.lifecycle.send_bundle(req, start + done_after_s)
+            self._book(start, offset, total_energy)
+            if self.context.tracing:
+                self._trace_burst(batch, model, start, offset, steps)
+            for done_after_s, req in done:
+                self.lifecycle.send_bundle(req, start + done_after_s)
         if self.prefill_jobs or self.draft_jobs:
             self._wake_at(self._busy_until)
+
+    def _trace_burst(
+        self,
+        batch: list[RequestState],
+        model: _DeviceModel,
+        start: float,
+        offset: float,
+        steps: int,
+    ) -> None:
+        """Report a draft burst of ``steps`` iterations over ``offset`` seconds to the tracer."""
+        self.context.tracer.event(
+            start,
+            "draft_burst",
+            f"device {self.pool}/{self.index}",
+            f"n={len(batch)} k={steps}" + (f" model={model.name}" if self._several else ""),
+        )
+        self.context.tracer.span(
+            Span(
+                "device",
+                f"{self.pool}/{self.index}",
+                "draft",
+                "draft",
+                start,
+                offset,
+                tuple(req.request_id for req in batch),
+                sum(req.k for req in batch),
+                steps,
+                steps,
+            )
+        )
 
     def _book(self, start_s: float, latency_s: float, energy_j: float) -> None:
         """Book a job from ``start_s`` to ``start_s + latency_s``: busy time, heat, energy."""
