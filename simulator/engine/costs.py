@@ -74,15 +74,14 @@ class ContextCurve:
         i = bisect_right(xs, context) - 1
         if i >= len(xs) - 1:
             return self._latency[-1], self._energy[-1]
-        return self._within(i, context)
-
-    def _within(self, i: int, context: float) -> tuple[float, float]:
-        """Interpolate inside grid segment ``i`` (``xs[i] <= context <= xs[i + 1]``)."""
-        x0 = self._xs[i]
-        w = (context - x0) / (self._xs[i + 1] - x0)
-        lat = self._latency[i] + w * (self._latency[i + 1] - self._latency[i])
-        energy = self._energy[i] + w * (self._energy[i + 1] - self._energy[i])
-        return lat, energy
+        # Linear inside grid segment i (xs[i] <= context <= xs[i + 1]).
+        x0 = xs[i]
+        w = (context - x0) / (xs[i + 1] - x0)
+        lats = self._latency
+        energies = self._energy
+        return lats[i] + w * (lats[i + 1] - lats[i]), energies[i] + w * (
+            energies[i + 1] - energies[i]
+        )
 
     def cumulative_steps(self, context: float, steps: int) -> tuple[list[float], list[float]]:
         """Return running totals of latency and energy over ``steps`` iterations.
@@ -124,7 +123,7 @@ class ContextCurve:
         if len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
             i = bisect_right(xs, context) - 1
             if i < len(xs) - 1 and last <= xs[i + 1]:
-                # self._within(i, middle), inlined: this runs once per draft burst.
+                # Linear inside segment i, at the middle context (as at() interpolates).
                 x0 = xs[i]
                 w = (context + (steps - 1) / 2.0 - x0) / (xs[i + 1] - x0)
                 lats = self._latency
@@ -222,7 +221,10 @@ class PhaseCost:
 
     def at(self, context: float, microbatch: float, fanout_k: int = 1) -> tuple[float, float]:
         """Return ``(latency_s, energy_j)`` of one iteration."""
-        return self.curve(microbatch, fanout_k).at(context)
+        curve = self._curves.get((microbatch, fanout_k, False))
+        if curve is None:
+            curve = self.curve(microbatch, fanout_k)
+        return curve.at(context)
 
     @property
     def context_window(self) -> float:
