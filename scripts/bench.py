@@ -19,7 +19,11 @@ least 160,000 verify rounds per wall-second, ``none_synthetic_100k`` under
 ``distributed_rounds`` have no target and print their rounds per wall-second
 as a multiple of its: ``distributed_rounds_acceptance_feedback`` (the
 adaptive ``acceptance_feedback`` k controller, Verify-PD's range 2-8) and
-``distributed_rounds_edf`` (verify policy ``edf``). A last line gives the
+``distributed_rounds_edf`` (verify policy ``edf``). When
+``distributed_rounds`` runs, a line after the table gives its rounds per
+wall-second as a fraction of a bare-SimPy skeleton of the same protocol and
+shape (``scripts/skeleton_rounds.py``), timed in the same run (best of
+``--repeat`` runs; a measurement, not a target). A last line gives the
 command line's start-up: the median wall time of ``python -m simulator
 --help`` and ``--version`` over seven fresh processes (target: under 0.2 s).
 Without ``--only``, whole processes follow (:data:`WHOLE_PROCESS`: start,
@@ -52,6 +56,7 @@ per CPU). It is not part of the baseline.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import operator
@@ -240,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['output_tokens_per_wall_s']:>11,} {rounds:>23} "
             f"{row['peak_rss_mb']:>8.1f}  {_verdict(row, by_name)}"
         )
+    skeleton = None
+    if "distributed_rounds" in by_name:
+        row = by_name["distributed_rounds"]
+        skeleton = _skeleton_rounds_per_s(row["verify_rounds"], args.repeat)
+        print(_skeleton_line(row, skeleton, args.repeat))
     print(_startup_line())
     whole = _whole_process(args.repeat) if not args.only else []
     if args.save:
@@ -252,9 +262,32 @@ def main(argv: list[str] | None = None) -> int:
             "results": rows,
             "whole_process": whole,
         }
+        if skeleton is not None:
+            baseline["skeleton_rounds_per_wall_s"] = round(skeleton)
         BASELINE.write_text(json.dumps(baseline, indent=2) + "\n")
         print(f"stored in {BASELINE.relative_to(ROOT)}")
     return 0
+
+
+def _skeleton_rounds_per_s(rounds: int, runs: int) -> float:
+    """Verify rounds per wall-second of the bare-SimPy skeleton (best of ``runs``), in this process."""
+    spec = importlib.util.spec_from_file_location(
+        "skeleton_rounds", ROOT / "scripts" / "skeleton_rounds.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve their module
+    spec.loader.exec_module(module)
+    return float(module.skeleton_rounds_per_s(rounds, runs))
+
+
+def _skeleton_line(row: dict[str, Any], skeleton: float, runs: int) -> str:
+    """The engine's ``distributed_rounds`` speed as a fraction of the skeleton's."""
+    engine = row["verify_rounds_per_wall_s"]
+    return (
+        f"skeleton: bare SimPy {skeleton:,.0f} rounds/wall s (best of {runs}); "
+        f"distributed_rounds {engine:,} = {engine / skeleton:.2f} x the skeleton's"
+    )
 
 
 def _startup_s(option: str) -> float:

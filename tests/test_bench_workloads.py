@@ -9,6 +9,7 @@ import pytest
 
 from simulator import load_scenario
 from tests.golden.runs import ROOT
+from tests.script_modules import load_script
 
 _SPEC = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
 assert _SPEC is not None and _SPEC.loader is not None
@@ -75,3 +76,12 @@ def test_readme_quotes_the_stored_baseline():
     azure = rows["none_azure_conv_10k"]
     assert f"take {azure['wall_s']:.2f} s (median {azure['wall_s_median']:.2f} s" in readme
     assert f"peak at {round(rows['none_synthetic_100k']['peak_rss_mb'])} MB" in readme
+
+
+def test_skeleton_runs_the_bench_shape_round_by_round():
+    skeleton = load_script(ROOT / "scripts" / "skeleton_rounds.py", "skeleton_rounds")
+    shape = skeleton.BENCH_SHAPE
+    rounds, wall_s = skeleton.run_once(shape, 3 * shape.requests)
+    assert rounds == 3 * shape.requests
+    assert wall_s > 0
+    assert skeleton.skeleton_rounds_per_s(shape.requests, 1) > 0
