@@ -492,7 +492,10 @@ class TargetReplica:
         :meth:`~simulator.engine.mixed.MixedIterations.kinds_beside_chunks`).
         """
         queues = self.decode_q
-        kinds = [k for k in (DECODE, VERIFY, FUSED) if queues[k]]
+        if queues[VERIFY] and not queues[DECODE] and not queues[FUSED]:
+            kinds = [VERIFY]  # the one kind of distributed replicas, without the search
+        else:
+            kinds = [k for k in (DECODE, VERIFY, FUSED) if queues[k]]
         if token_budget is not None and len(kinds) > 0:
             kinds = self.mixed.kinds_beside_chunks(kinds)
         if not kinds:
