@@ -178,7 +178,9 @@ class DraftDevice:
             and not self.draft_jobs
         ):
             # What _try_start would do with this lone job: start its burst now.
-            self._start_burst([req], now)
+            self._burst_one(req, now)
+            if self.prefill_jobs or self.draft_jobs:
+                self._wake_at(self._busy_until)
             return
         self.draft_jobs.append(req)
         self._work_arrived()
@@ -296,21 +298,12 @@ class DraftDevice:
 
     def _start_burst(self, batch: list[RequestState], start: float) -> None:
         """Draft ``k`` tokens for each request, iteration by iteration, from ``start``."""
-        heat = self.heat
-        factor = heat.fixed_factor if heat.constant else heat.factor(start)
-        model = self.models[batch[0].draft_slot]
         if len(batch) == 1:
-            req = batch[0]
-            offset, total_energy = model.alone.sum_steps(req.prompt_tokens + req.generated, req.k)
-            if factor != 1.0:
-                offset /= factor
-                total_energy /= factor
-            req.draft_energy_j += total_energy
-            self._book(start, offset, total_energy)
-            if self.context.tracing:
-                self._trace_burst(batch, model, start, offset, req.k)
-            self.lifecycle.send_bundle(req, start + offset)
+            self._burst_one(batch[0], start)
         else:
+            heat = self.heat
+            factor = heat.fixed_factor if heat.constant else heat.factor(start)
+            model = self.models[batch[0].draft_slot]
             curve_at = model.draft.at
             steps = max(req.k for req in batch)
             offset = 0.0
@@ -336,6 +329,21 @@ class DraftDevice:
                 self.lifecycle.send_bundle(req, start + done_after_s)
         if self.prefill_jobs or self.draft_jobs:
             self._wake_at(self._busy_until)
+
+    def _burst_one(self, req: RequestState, start: float) -> None:
+        """A burst of one request: its ``k`` draft steps priced in one sum, its bundle sent."""
+        heat = self.heat
+        factor = heat.fixed_factor if heat.constant else heat.factor(start)
+        model = self.models[req.draft_slot]
+        offset, total_energy = model.alone.sum_steps(req.prompt_tokens + req.generated, req.k)
+        if factor != 1.0:
+            offset /= factor
+            total_energy /= factor
+        req.draft_energy_j += total_energy
+        self._book(start, offset, total_energy)
+        if self.context.tracing:
+            self._trace_burst([req], model, start, offset, req.k)
+        self.lifecycle.send_bundle(req, start + offset)
 
     def _trace_burst(
         self,
