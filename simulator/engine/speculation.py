@@ -115,28 +115,34 @@ class Speculation:
 
     def _next_k(self, req: RequestState, target: TargetReplica) -> int:
         """The controller's answer to the request's signals now."""
-        generated = req.generated
-        signals = KSignals(
-            self.env.now,
-            req.k if req.rounds else self.k_default,
-            self.k_min,
-            self.k_max,
-            req.accepted / req.drafted if req.drafted else math.nan,
-            target.waiting(LANE_OF_MODE[req.mode]),
-            req.prompt_tokens + generated,
-        )
+        now = self.env.now
+        k_current = req.k if req.rounds else self.k_default
+        acceptance_rate = req.accepted / req.drafted if req.drafted else math.nan
+        queue_len = target.waiting(LANE_OF_MODE[req.mode])
+        context_len = req.prompt_tokens + req.generated
         window = target.window
-        if window is not None:
-            signals = signals._replace(
+        if window is None:
+            signals = KSignals(
+                now, k_current, self.k_min, self.k_max, acceptance_rate, queue_len, context_len
+            )
+        else:
+            # The windowed fields too, in one record (not one per field group).
+            signals = KSignals(
+                now,
+                k_current,
+                self.k_min,
+                self.k_max,
+                acceptance_rate,
+                queue_len,
+                context_len,
                 replica=target.index,
                 request_acceptance=req.acceptance_recent,
                 window_acceptance=window.acceptance(),
                 running_batch=len(target.holders),
                 decode_p95_ms=window.p95_ms(),
                 queue_delay_ms=window.wait_ms(),
+                predictor=self.predictor(target, req.mode) if self._predicts else None,
             )
-            if self._predicts:
-                signals = signals._replace(predictor=self.predictor(target, req.mode))
         return int(self.controller.next_k(signals))
 
     def predictor(self, replica: TargetReplica, mode: str) -> LutStepPredictor:
