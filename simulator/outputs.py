@@ -24,12 +24,13 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
+import pandas as pd
 import yaml
 
 import simulator.written_results as written_results
@@ -204,10 +205,31 @@ def _swap_in(staging: Path, target: Path) -> None:
         shutil.rmtree(old)
 
 
-def _write_text(path: Path, text: str) -> None:
+Content = str | Callable[[TextIO], None]
+"""A file of a result set: its text, or what writes it to an open text file."""
+
+
+def _write_text(path: Path, content: Content) -> None:
     """Write one file of a result set."""
     with path.open("w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
+        if isinstance(content, str):
+            handle.write(content)
+        else:
+            content(handle)
+
+
+def csv_writer(frame: pd.DataFrame) -> Callable[[TextIO], None]:
+    """What writes ``frame`` as a results CSV (pandas writes it in chunks of rows).
+
+    The bytes are those of ``frame.to_csv(index=False, ...)`` as one string;
+    written to the file as they are made, a table of a million rows is never
+    held as text whole.
+    """
+
+    def write(handle: TextIO) -> None:
+        frame.to_csv(handle, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+    return write
 
 
 def summary_json(summary: dict[str, Any]) -> str:
@@ -250,11 +272,15 @@ def check_finite(result: Result) -> None:
     frames.append((PLANNER_LOG, result.planner_log))
     for name, frame in frames:
         numbers = frame.select_dtypes(include="number")
-        if numbers.empty:
-            continue
-        infinite = np.isinf(numbers.to_numpy(dtype=np.float64))
-        if infinite.any():
-            row, column = (int(i) for i in np.argwhere(infinite)[0])
+        # Column by column (no copy of the whole table); the first infinite cell
+        # in row order, the leftmost of its row.
+        first: tuple[int, int] | None = None
+        for column in range(numbers.shape[1]):
+            rows = np.flatnonzero(np.isinf(numbers.iloc[:, column].to_numpy(dtype=np.float64)))
+            if rows.size and (first is None or int(rows[0]) < first[0]):
+                first = (int(rows[0]), column)
+        if first is not None:
+            row, column = first
             where = f"column {numbers.columns[column]}, row {row + 1}"
             raise NonFiniteResult(name, where, float(numbers.iat[row, column]))
 
@@ -278,14 +304,10 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
     """
     check_finite(result)
     resolved = result.scenario.resolved()
-    texts = {
+    texts: dict[str, Content] = {
         "summary.json": summary_json(result.summary),
-        "requests.csv": result.requests.to_csv(
-            index=False, float_format=FLOAT_FORMAT, lineterminator="\n"
-        ),
-        "timeseries.csv": result.timeseries.to_csv(
-            index=False, float_format=FLOAT_FORMAT, lineterminator="\n"
-        ),
+        "requests.csv": csv_writer(result.requests),
+        "timeseries.csv": csv_writer(result.timeseries),
         "scenario.resolved.yaml": yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True),
         "run.json": json.dumps(
             {
@@ -304,17 +326,15 @@ def write_results(result: Result, out_dir: Path, argv: list[str] | None = None) 
     }
     names = list(OUTPUT_FILES)
     if not result.planner_log.empty:
-        texts[PLANNER_LOG] = result.planner_log.to_csv(
-            index=False, float_format=FLOAT_FORMAT, lineterminator="\n"
-        )
+        texts[PLANNER_LOG] = csv_writer(result.planner_log)
         names.append(PLANNER_LOG)
     return write_files(out_dir, {name: texts[name] for name in names})
 
 
 def write_files(
-    out_dir: Path, texts: Mapping[str, str], entries: frozenset[str] = RESULT_ENTRIES
+    out_dir: Path, texts: Mapping[str, Content], entries: frozenset[str] = RESULT_ENTRIES
 ) -> list[Path]:
-    """Write ``texts`` (file name -> content) as the directory ``out_dir``, whole.
+    """Write ``texts`` (file name -> content: text, or a writer of it) as the directory ``out_dir``.
 
     The results-directory rules of :func:`check_output_dir` (``entries``: the
     names ``out_dir`` may already hold) and the swap of the module docstring:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import simulator.outputs as outputs
 from simulator import load_scenario, run
 from simulator.cli import main as simulate_main
 from simulator.outputs import OUTPUT_FILES, write_results
@@ -134,12 +135,13 @@ def test_a_write_failing_half_way_leaves_the_old_set(tmp_path, monkeypatch):
     out = tmp_path / "out"
     old = _old_set(out)
     written: list[str] = []
+    write = outputs._write_text
 
-    def fail_third(path: Path, text: str) -> None:
+    def fail_third(path: Path, content: outputs.Content) -> None:
         written.append(path.name)
         if len(written) == 3:
             raise OSError(28, "No space left on device")
-        path.write_text(text)
+        write(path, content)
 
     monkeypatch.setattr("simulator.outputs._write_text", fail_third)
     with pytest.raises(OSError, match="No space left"):
@@ -155,11 +157,12 @@ import simulator.outputs as outputs
 from simulator import load_scenario, run
 result = run(load_scenario(Path(sys.argv[1])))
 calls = []
-def write(path, text):
+real_write = outputs._write_text
+def write(path, content):
     calls.append(path)
     if len(calls) == 3:
         os.kill(os.getpid(), signal.SIGKILL)
-    path.write_text(text)
+    real_write(path, content)
 outputs._write_text = write
 outputs.write_results(result, Path(sys.argv[2]))
 """
