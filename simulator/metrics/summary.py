@@ -46,6 +46,10 @@ from simulator.workload import SloTargets
 
 PERCENTILES = (50, 90, 95, 99)
 LATENCY_COLUMNS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "tvt": "tvt_ms", "e2e": "e2e_ms"}
+COMPLETED_COLUMNS = (*LATENCY_COLUMNS.values(), "ttft_server_ms", "generated_tokens")
+"""The columns the summary reads of the completed requests (only these are copied)."""
+ROUND_COLUMNS = ("verify_rounds", "drafted_tokens", "accepted_tokens", "generated_tokens")
+"""The columns the summary reads of the requests that ran verify rounds."""
 
 
 def _finite(value: float | None) -> float | None:
@@ -53,7 +57,8 @@ def _finite(value: float | None) -> float | None:
 
 
 def _stats(values: Iterable[float]) -> dict[str, float | None]:
-    array = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    array = np.asarray(values if isinstance(values, pd.Series) else list(values), dtype=float)
+    array = array[np.isfinite(array)]
     if array.size == 0:
         return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
     out: dict[str, float | None] = {"mean": float(array.mean())}
@@ -251,9 +256,11 @@ def summarise(
     Energy and cost per device class follow :mod:`simulator.metrics.energy_cost`;
     ``electricity_usd_per_kwh`` prices the measured energy of draft devices.
     """
-    measured = frame[frame["arrival_s"] >= warmup_s]
+    in_set = frame["arrival_s"] >= warmup_s
+    # Every row measured (no warm-up): the frame itself, not a copy of it.
+    measured = frame if in_set.all() else frame[in_set]
     outcome = measured["outcome"]
-    completed = measured[outcome == "completed"]
+    completed = measured.loc[outcome == "completed", list(COMPLETED_COLUMNS)]
     met = slo_met(measured, slos)
     measured_s = max(output.simulated_s - warmup_s, 1e-12)
     gpus = sum(output.replica_gpus)
@@ -265,7 +272,7 @@ def summarise(
         run_gpu_s = held_gpu_s(output, 0.0, output.simulated_s)
     good = int(met.sum())
     out_tokens = int(completed["generated_tokens"].sum())
-    speculative = measured[measured["verify_rounds"] > 0]
+    speculative = measured.loc[measured["verify_rounds"] > 0, list(ROUND_COLUMNS)]
     rounds = int(speculative["verify_rounds"].sum())
     drafted = int(speculative["drafted_tokens"].sum())
     accepted = int(speculative["accepted_tokens"].sum())
