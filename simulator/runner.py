@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from operator import attrgetter
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from simulator.engine.core import Engine, ProgressHook
-from simulator.engine.records import EngineOutput, InFlight, RequestRecord
+from simulator.engine.records import REQUEST_COLUMNS, EngineOutput, InFlight, RequestColumns
 from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import Tracer
 from simulator.metrics.summary import slo_flags, summarise
@@ -196,19 +195,36 @@ def run_candidate(
     )
 
 
+def request_frame(requests: RequestColumns) -> pd.DataFrame:
+    """The requests table of ``requests.csv`` (without the SLO flags), sorted by request id.
+
+    Built once from the columns (the numeric ones are not copied); the
+    stable sort by ``request_id`` is skipped when the rows are in id order
+    already, as they are when requests arrive in id order.
+    """
+    if not len(requests):
+        empty: pd.DataFrame = pd.DataFrame([], columns=list(REQUEST_COLUMNS))
+        return empty
+    frame: pd.DataFrame = pd.DataFrame(
+        {name: requests.columns[name] for name in REQUEST_COLUMNS}, copy=False
+    )
+    if not frame["request_id"].is_monotonic_increasing:
+        sorted_frame: pd.DataFrame = frame.sort_values("request_id", kind="stable")
+        frame = sorted_frame.reset_index(drop=True)
+    return frame
+
+
 def _result(
     scenario: Scenario, table: RequestTable, output: EngineOutput, started: float
 ) -> Result:
     """Tabulate and summarise an engine output."""
-    columns = [f.name for f in fields(RequestRecord)]
-    row_of = attrgetter(*columns)
-    frame = pd.DataFrame([row_of(r) for r in output.records], columns=columns)
-    frame = frame.sort_values("request_id", kind="stable").reset_index(drop=True)
+    frame = request_frame(output.requests)
     if output.prefix_cache is not None:
         cached = output.prefix_cache.cached_tokens
         frame["cached_tokens"] = [cached.get(int(i), 0) for i in frame["request_id"]]
     slos = {name: table.slo_of(name) for name in sorted(set(frame["slo_class"]) | {"default"})}
-    frame = pd.concat([frame, slo_flags(frame, slos)], axis=1)
+    for name, flags in slo_flags(frame, slos).items():
+        frame[name] = flags
     summary = summarise(
         output,
         frame,
@@ -222,7 +238,7 @@ def _result(
         record_cost=scenario.metrics.record_cost,
         electricity_usd_per_kwh=scenario.metrics.electricity_usd_per_kwh,
     )
-    timeseries = pd.DataFrame(list(output.timeseries))
+    timeseries = pd.DataFrame(dict(output.timeseries)) if output.timeseries else pd.DataFrame([])
     decisions = planner_log(output, frame, scenario.planner.interval_s)
     return Result(
         scenario, summary, frame, timeseries, output, time.perf_counter() - started, decisions

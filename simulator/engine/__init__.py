@@ -36,8 +36,10 @@ Module map (each room, what it owns, what it may touch):
   placing a window's starting requests through the dispatcher, fleet and
   flow, and :func:`~simulator.engine.what_if.fork`. Owns no state.
 - :mod:`~simulator.engine.records` — the frozen results: ``RequestRecord``,
-  ``InFlight``, ``EngineOutput``, read by metrics, the planner and the
-  runner without importing the kernel.
+  ``RequestColumns`` (a run's records as one array per field, filled from the
+  request states as the run ends, freeing them as it goes), ``InFlight``,
+  ``EngineOutput``, read by metrics, the planner and the runner without
+  importing the kernel.
 - :mod:`~simulator.engine.lifecycle` — the servers' side: ``ServerContext``
   and the ``RequestLifecycle`` and ``Speculator`` protocols. Servers
   (:mod:`~simulator.engine.target`, :mod:`~simulator.engine.draft_device`)

@@ -51,7 +51,7 @@ from simulator.engine.lifecycle import ServerContext
 from simulator.engine.network import Network
 from simulator.engine.prefix_cache import cache_output
 from simulator.engine.records import EngineOutput, InFlight, RequestRecord
-from simulator.engine.request_state import RequestState, to_record
+from simulator.engine.request_state import RequestState, record_columns, to_record
 from simulator.engine.runtime import ClassInfo, ReplicaPlan, RunSettings, Runtime
 from simulator.engine.speculation import Speculation
 from simulator.engine.step_timing import StepTiming
@@ -409,20 +409,33 @@ class Engine:
             self.env.run()
         # A run to completion ends with its last request, not the sampler's last tick.
         end_s = self.env.now if stop is not None else self.flow.last_outcome_s
-        return self._output(end_s)
+        return self._output(end_s, final=True)
 
-    def _output(self, end_s: float) -> EngineOutput:
+    def _output(self, end_s: float, final: bool = False) -> EngineOutput:
+        """The flat results at ``end_s``.
+
+        ``final``: the run is over, so the request states are consumed as
+        their columns are filled (the engine reports nothing more after).
+        """
         now = end_s
+        in_flight_now = self.snapshot()
+        not_arrived = len(self._states) - self._arrived
         # Requests still due after the cut never arrived: they are not reported.
-        arrived = self._states[: self._arrived]
-        records = tuple(to_record(s) for s in arrived + self._in_flight_states)
+        if final:
+            reported = self._states
+            del reported[self._arrived :]
+            reported.extend(self._in_flight_states)
+            self._in_flight_states = []
+            requests = record_columns(reported, consume=True)
+        else:
+            requests = record_columns(self._states[: self._arrived] + self._in_flight_states)
         replicas = self.fleet.replicas
         devices = self.fleet.devices.values()
         pools = tuple(r.pool for r in replicas)
         classes = {c.id: c for c in self.runtime.classes}
         return EngineOutput(
-            records=records,
-            timeseries=tuple(self.sampler.rows),
+            requests=requests,
+            timeseries=self.sampler.table(),
             simulated_s=now,
             replica_busy_s=tuple(r.busy_s for r in replicas),
             replica_gpu_time=tuple(r.gpu_time for r in replicas),
@@ -442,7 +455,7 @@ class Engine:
                 f"{src}<->{dst}": c.bytes_up + c.bytes_down
                 for (src, dst), c in sorted(self.network.counters.items())
             },
-            in_flight=self.snapshot(),
+            in_flight=in_flight_now,
             device_classes=class_usage(
                 self.runtime.classes,
                 self.runtime.luts,
@@ -451,7 +464,7 @@ class Engine:
                 # A planner's pools: each replica while it held its GPUs.
                 held_s=self.fleet.held_s_by_pool(now) if self.planner is not None else {},
             ),
-            not_arrived=len(self._states) - self._arrived,
+            not_arrived=not_arrived,
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
             prefix_cache=cache_output([r.kv_rule.cache for r in replicas], replicas[0].context),

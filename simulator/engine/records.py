@@ -7,8 +7,11 @@ the runner read them without importing the engine's kernel.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from simulator.engine.gpu_share import GpuTime
 from simulator.engine.prefix_cache import PrefixCacheOutput
@@ -50,6 +53,39 @@ class RequestRecord:
     preemptions: int
     draft_model: str
     spilled: bool
+
+
+REQUEST_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+"""The fields of :class:`RequestRecord`: the columns of ``requests.csv``, in order."""
+
+
+@dataclass(frozen=True)
+class RequestColumns:
+    """The records of a run held as columns: one array per field of :class:`RequestRecord`.
+
+    A run of a million requests keeps its results as a few arrays instead of
+    a million objects; :meth:`records` builds the objects where they are
+    wanted (a planner's small windows, tests).
+
+    Attributes:
+        columns: Field name -> its values, one per request in report order
+            (``int64``, ``float64`` or ``bool`` arrays; ``object`` arrays of
+            ``str`` for the text fields).
+    """
+
+    columns: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        if not self.columns:
+            return 0
+        return len(self.columns[REQUEST_COLUMNS[0]])
+
+    def records(self) -> tuple[RequestRecord, ...]:
+        """The rows as :class:`RequestRecord` objects (plain Python values)."""
+        if not len(self):
+            return ()
+        lists = [self.columns[name].tolist() for name in REQUEST_COLUMNS]
+        return tuple(RequestRecord(*row) for row in zip(*lists, strict=True))
 
 
 @dataclass(frozen=True)
@@ -121,8 +157,10 @@ class InFlight:
 class EngineOutput:
     """Flat results of a run, for the metrics layer."""
 
-    records: tuple[RequestRecord, ...]
-    timeseries: tuple[dict[str, float | int | str], ...]
+    requests: RequestColumns
+    """One row per arrived request, in arrival order (see :attr:`records`)."""
+    timeseries: Mapping[str, Any]
+    """The periodic samples as columns: name -> one value per row (``{}``: no rows)."""
     simulated_s: float
     replica_busy_s: tuple[float, ...]
     replica_pools: tuple[str, ...]
@@ -151,3 +189,8 @@ class EngineOutput:
     """Runs with a planner: its decisions, one row per candidate per round."""
     prefix_cache: PrefixCacheOutput | None = None
     """Runs with a prefix cache: its counts per replica and cached tokens per request."""
+
+    @property
+    def records(self) -> tuple[RequestRecord, ...]:
+        """One :class:`RequestRecord` per arrived request, in arrival order (built on each call)."""
+        return self.requests.records()

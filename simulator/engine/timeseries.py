@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
+import numpy as np
 import simpy
 
 from simulator.engine.clock import URGENT, call_after
@@ -13,6 +16,25 @@ from simulator.engine.target import SERVING, TargetReplica
 
 PLANNER_COLUMNS = ("state", "replicas_active")
 """Columns only a run with a planner has (see ``docs/outputs.md``)."""
+COLUMNS = (
+    "time_s",
+    "replica",
+    "pool",
+    "prefill_queue",
+    "decode_queue",
+    "verify_queue",
+    "fused_queue",
+    "utilization",
+    "kv_occupancy",
+    "outstanding",
+    "running",
+    "k_rounds",
+    "mean_k",
+    "output_tokens",
+)
+"""The columns of every row, in order (``timeseries.csv``)."""
+FLOAT_COLUMNS = frozenset({"time_s", "utilization", "kv_occupancy", "mean_k"})
+"""Columns that always hold floats: kept as packed doubles, not float objects."""
 
 
 class TimeseriesSampler:
@@ -47,7 +69,12 @@ class TimeseriesSampler:
         self.env = env
         self.replicas = replicas
         self.interval_s = interval_s
-        self.rows: list[dict[str, float | int | str]] = []
+        names = COLUMNS + PLANNER_COLUMNS if record_state else COLUMNS
+        self.columns: dict[str, Any] = {
+            name: array("d") if name in FLOAT_COLUMNS else [] for name in names
+        }
+        """Column name -> its values, one per row: the samples as columns, not a
+        mapping per row (a long run samples about as many rows as it has requests)."""
         self._last_busy: list[float] = []
         self._last_counts: list[tuple[int, int, int]] = []
         """Per replica at the previous sample: output tokens, sum of k, rounds."""
@@ -115,25 +142,34 @@ class TimeseriesSampler:
             mean_k = (replica.k_sum - k_sum_then) / rounds if rounds else math.nan
             tokens = replica.tokens_out - tokens_then
             self._last_counts[i] = (replica.tokens_out, replica.k_sum, replica.k_rounds)
-            self.rows.append(
-                {
-                    "time_s": now_s,
-                    "replica": replica.index,
-                    "pool": replica.pool,
-                    "prefill_queue": prefill,
-                    "decode_queue": decode,
-                    "verify_queue": verify,
-                    "fused_queue": fused,
-                    "utilization": min(1.0, busy / self.interval_s),
-                    "kv_occupancy": replica.kv.used_mb / replica.kv.capacity_mb,
-                    "outstanding": replica.outstanding,
-                    "running": replica.running,
-                    "k_rounds": rounds,
-                    "mean_k": mean_k,
-                    "output_tokens": tokens,
-                }
+            row: tuple[Any, ...] = (
+                now_s,
+                replica.index,
+                replica.pool,
+                prefill,
+                decode,
+                verify,
+                fused,
+                min(1.0, busy / self.interval_s),
+                replica.kv.used_mb / replica.kv.capacity_mb,
+                replica.outstanding,
+                replica.running,
+                rounds,
+                mean_k,
+                tokens,
             )
             if self.record_state:
-                state, active = PLANNER_COLUMNS
-                self.rows[-1][state] = replica.state
-                self.rows[-1][active] = serving[replica.pool]
+                row += (replica.state, serving[replica.pool])
+            # No bound ``append`` kept between samples: a copied engine must
+            # write its own columns (see ``Engine.fork``).
+            for column, value in zip(self.columns.values(), row, strict=True):
+                column.append(value)
+
+    def table(self) -> dict[str, Any]:
+        """The rows as columns (``{}``: none sampled): float columns as arrays, others as lists."""
+        if not len(self.columns["time_s"]):
+            return {}
+        return {
+            name: np.frombuffer(values, dtype=np.float64) if isinstance(values, array) else values
+            for name, values in self.columns.items()
+        }
