@@ -146,7 +146,9 @@ def slo_targets_ms(slos: Mapping[str, SloTargets]) -> dict[str, dict[str, float 
 
 def _attainment_by(frame: pd.DataFrame, met: pd.Series, column: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for name, group in frame.groupby(column, sort=True):
+    # Group the one column (a group of the whole frame would copy every column).
+    values = frame[column]
+    for name, group in values.groupby(values, sort=True):
         label = str(name) if str(name) else "(none)"
         out[label] = float(met.loc[group.index].mean())
     return out
@@ -214,7 +216,8 @@ def censored_latency(frame: pd.DataFrame, end_s: float) -> dict[str, Any]:
         frame: Request rows (``requests.csv`` columns) of the set to aggregate.
         end_s: The end of the run (the cut of a run with ``until_s``).
     """
-    rows = frame[frame["outcome"].isin(("completed", "unfinished"))]
+    columns = ["outcome", "arrival_s", "ttft_ms", "e2e_ms"]
+    rows = frame.loc[frame["outcome"].isin(("completed", "unfinished")), columns]
     unfinished = rows["outcome"] == "unfinished"
     age_ms = (end_s - rows["arrival_s"]) * 1000.0
     ttft_known = rows["ttft_ms"].notna()
