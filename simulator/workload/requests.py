@@ -216,15 +216,15 @@ class RequestTable:
 
     def slo_class_names(self) -> list[str]:
         """Return the SLO class of every request as a list of ``str`` (row order)."""
-        return [str(name) for name in self.slo_class.tolist()]
+        return _names(self.slo_class)
 
     def origin_names(self) -> list[str]:
         """Return the origin of every request as a list of ``str`` (row order; "" = none)."""
-        return [str(name) for name in self.origin.tolist()]
+        return _names(self.origin)
 
     def category_names(self) -> list[str]:
         """Return the task category of every request as a list of ``str`` ("" = none)."""
-        return [str(name) for name in self.category.tolist()]
+        return _names(self.category)
 
     def to_frame(self) -> pd.DataFrame:
         """Return the table as a DataFrame (one row per request)."""
@@ -242,3 +242,16 @@ class RequestTable:
             }
         )
         return frame
+
+
+def _names(values: StrArray) -> list[str]:
+    """The texts of ``values`` as ``str``, one object per distinct text.
+
+    A run's requests hold a few distinct class, origin and category names;
+    sharing one ``str`` per name saves an object per request and field.
+    """
+    if not len(values):
+        return []
+    distinct, position = np.unique(values, return_inverse=True)
+    shared = [str(name) for name in distinct.tolist()]
+    return [shared[i] for i in position.ravel().tolist()]
