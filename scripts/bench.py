@@ -51,6 +51,14 @@ times; it prints the best wall times, their ratios to the run without it
 goodput each run realised, and last the pre-filter with its windows where
 ``simulate run`` sends them by default (a local process pool, one worker
 per CPU). It is not part of the baseline.
+
+``--million`` runs ``none_synthetic_100k`` as a whole ``simulate run``
+process (start-up, run and writing its results) at 100,000 and at
+1,000,000 requests (``workload.synthetic.num_requests``), each once in a
+fresh child process, and prints each one's wall seconds and peak RSS, the
+marginal memory per request, (peak at 1M - peak at 100k) / 900,000, and the
+peak per request at 1M. Targets: the 1M run under 60 s wall, at most 1.0 KB
+(KiB) per request marginal. It takes minutes and is not part of the baseline.
 """
 
 from __future__ import annotations
@@ -60,11 +68,13 @@ import importlib.util
 import json
 import math
 import operator
+import os
 import platform
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -205,9 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sweep", action="store_true", help="time the 40-run sweep serially and on the local pool"
     )
+    parser.add_argument(
+        "--million",
+        action="store_true",
+        help="whole-process wall time and memory of none_synthetic_100k at 100k and 1M requests",
+    )
     args = parser.parse_args(argv)
     if args.sweep:
         return _bench_sweep()
+    if args.million:
+        return _bench_million()
     if args.planner:
         return _bench_planner(args.repeat)
     if args.child:
@@ -441,9 +458,65 @@ def _bench_sweep() -> int:
     return 0 if same else 1
 
 
-def _cpus() -> int:
-    import os
+MILLION_SIZES = (100_000, 1_000_000)
+MILLION_WALL_TARGET_S = 60.0
+MILLION_KB_TARGET = 1.0
 
+
+def _whole_run(requests: int, out_dir: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one ``simulate run`` process of ``requests`` requests."""
+    command = [
+        sys.executable,
+        "-m",
+        "simulator",
+        "run",
+        str(BENCH_SCENARIOS / "none_synthetic_100k.yaml"),
+        "--set",
+        f"workload.synthetic.num_requests={requests}",
+        "-o",
+        str(out_dir),
+        "-q",
+    ]
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors)
+        # wait4: this child's own resource usage (its peak RSS), not the largest of all children.
+        _pid, status, usage = os.wait4(child.pid, 0)
+        wall_s = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            errors.seek(0)
+            sys.stderr.write(errors.read().decode(errors="replace"))
+            raise SystemExit(child.returncode)
+    return wall_s, usage.ru_maxrss
+
+
+def _bench_million() -> int:
+    """Time ``none_synthetic_100k`` at 100k and 1M requests as whole processes; print the memory."""
+    figures = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for requests in MILLION_SIZES:
+            wall_s, peak_kb = _whole_run(requests, Path(tmp) / str(requests))
+            figures[requests] = (wall_s, peak_kb)
+            print(
+                f"none_synthetic_100k at {requests:>9,} requests: {wall_s:7.1f} s wall, "
+                f"{peak_kb / 1024.0:8.1f} MB peak RSS"
+            )
+    small, large = MILLION_SIZES
+    wall_s, peak_kb = figures[large]
+    marginal_kb = (peak_kb - figures[small][1]) / (large - small)
+    wall_met = wall_s <= MILLION_WALL_TARGET_S
+    kb_met = marginal_kb <= MILLION_KB_TARGET
+    print(
+        f"1M run: {wall_s:.1f} s wall (target <= {MILLION_WALL_TARGET_S:g} s: "
+        f"{'met' if wall_met else 'NOT met'}); memory {marginal_kb:.2f} KB per request marginal "
+        f"(target <= {MILLION_KB_TARGET:g} KB: {'met' if kb_met else 'NOT met'}), "
+        f"{peak_kb / large:.2f} KB per request peak"
+    )
+    return 0
+
+
+def _cpus() -> int:
     return (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
     )
