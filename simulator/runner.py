@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -16,13 +16,15 @@ from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import Tracer
 from simulator.metrics.summary import slo_flags, summarise
 from simulator.planner.log import planner_log
-from simulator.planner.online import OnlinePlanner
-from simulator.planner.windows import WindowRunner
 from simulator.rng import RandomStreams
 from simulator.scenario.model import Scenario
 from simulator.scenario.requests import run_requests
 from simulator.workload import RequestTable
 from simulator.workload.run_requests import build_requests as build_requests
+
+if TYPE_CHECKING:  # the planner is imported only by runs that have one
+    from simulator.planner.online import OnlinePlanner
+    from simulator.planner.windows import WindowRunner
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,8 @@ def planner_of(scenario: Scenario, windows: WindowRunner | None = None) -> Onlin
     """The scenario's online planner (``None`` when ``planner.enabled`` is false)."""
     if not scenario.planner.enabled:
         return None
+    from simulator.planner.online import OnlinePlanner
+
     return OnlinePlanner(scenario.planner, scenario.seed, windows)
 
 

@@ -13,12 +13,12 @@ CHECK = """
 import json, sys
 from simulator import load_scenario, run
 run(load_scenario(sys.argv[1], overrides=json.loads(sys.argv[2])))
-print("scipy.special" in sys.modules)
+print(json.dumps(sorted(sys.modules)))
 """
 
 
-def _imports_special(scenario: Path, *overrides: str) -> bool:
-    """Whether a fresh process running ``scenario`` (50 requests) imports ``scipy.special``."""
+def _imports(module: str, scenario: Path, *overrides: str) -> bool:
+    """Whether a fresh process running ``scenario`` (50 requests) imports ``module``."""
     settings = json.dumps(["workload.max_requests=50", *overrides])
     out = subprocess.run(
         [sys.executable, "-c", CHECK, str(scenario), settings],
@@ -26,7 +26,22 @@ def _imports_special(scenario: Path, *overrides: str) -> bool:
         text=True,
         check=True,
     )
-    return out.stdout.strip() == "True"
+    return module in json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _imports_special(scenario: Path, *overrides: str) -> bool:
+    return _imports("scipy.special", scenario, *overrides)
+
+
+def test_a_run_without_a_planner_does_not_import_it():
+    scenario = ROOT / "scenarios" / "bench" / "distributed_rounds.yaml"
+    assert not _imports("simulator.planner.online", scenario)
+    planner = (
+        "planner.enabled=true",
+        "planner.model_load_s=0",
+        "planner.candidates.verify_replicas=[1, 2]",
+    )
+    assert _imports("simulator.planner.online", scenario, *planner)
 
 
 def test_a_trace_driven_run_does_not_import_scipy_special():
