@@ -79,12 +79,18 @@ def digests(only: list[str] | None = None) -> dict[str, dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     """Compare the outputs' digests with the stored ones, or store them with ``--save``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--save", action="store_true", help="store the digests as the reference")
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="store the digests as the reference (with --only: of those runs)",
+    )
     parser.add_argument("--only", nargs="+", default=None, help="run only these runs")
     args = parser.parse_args(argv)
     found = digests(args.only)
     if args.save:
-        DIGEST_FILE.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+        # With --only, the other runs' stored digests stay as they are.
+        kept = json.loads(DIGEST_FILE.read_text()) if args.only and DIGEST_FILE.exists() else {}
+        DIGEST_FILE.write_text(json.dumps({**kept, **found}, indent=2, sort_keys=True) + "\n")
         print(f"stored {len(found)} runs in {DIGEST_FILE.relative_to(ROOT)}")
         return 0
     stored = json.loads(DIGEST_FILE.read_text())

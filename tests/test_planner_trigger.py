@@ -10,7 +10,13 @@ import pytest
 from simulator import run
 from simulator.errors import InputError
 from simulator.planner.forecast import Load, busiest_start_s, forecast, load_of
-from simulator.planner.trigger import NOISE_SIGMAS, Windowed, load_change, replan_reason
+from simulator.planner.trigger import (
+    NOISE_SIGMAS,
+    Windowed,
+    attainment_change,
+    load_change,
+    replan_reason,
+)
 from simulator.workload import DEFAULT_CLASS, RequestTable, SloTargets
 from tests.test_planner import _planner, _scenario
 
@@ -105,6 +111,21 @@ def test_an_estimate_missed_by_more_than_the_drift_windows_again():
     assert run_it and why.startswith("estimate missed: attainment 0.800")
     assert not replan_reason(0.1, then, steady, 40, 0.86, 20)[0]  # within the drift
     assert not replan_reason(0.1, then, steady, 10, 0.50, 20)[0]  # too few completions
+
+
+def test_an_estimate_missed_within_its_sampling_noise_keeps():
+    # 0.60 estimated over a window of 20 requests, 0.45 seen over 20 completions: the pooled
+    # share 0.525 gives a deviation sqrt(0.525 * 0.475 * (1/20 + 1/20)) = 0.158, and the miss
+    # of 0.15 is 0.95 of it; with 400 requests on each side the same miss is 4.2 deviations.
+    small = Windowed(30.0, Load(20, 1_000.0, 5e4), 0.60, False)
+    load = Load(20, 1_000.0, 5e4)
+    assert attainment_change(0.45, 20, small) == pytest.approx(
+        0.15 / math.sqrt(0.525 * 0.475 * 0.1)
+    )
+    assert not replan_reason(0.1, small, load, 20, 0.45, 20)[0]
+    busy = Load(300, 1_000.0, 5e4, backlog=100)
+    run_it, why = replan_reason(0.1, Windowed(30.0, busy, 0.60, False), busy, 400, 0.45, 20)
+    assert run_it and why.endswith("(4.2 sd)")
 
 
 @pytest.mark.slow

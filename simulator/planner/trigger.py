@@ -23,7 +23,12 @@ and says why):
 3. **the estimate missed**: at least ``min_requests`` requests completed
    in the last ``window_s`` seconds and their SLO attainment is more than
    ``replan_drift`` (as a share of requests) below what the last windowed
-   round estimated for the configuration it left in place.
+   round estimated for the configuration it left in place, *and* by more
+   than two standard deviations of the sampling noise of both shares (a
+   two-proportion test: the difference over the square root of
+   p (1 - p) (1 / n_seen + 1 / n_window), p the pooled share, n_seen the
+   completed requests and n_window the requests the estimate's window
+   held), so that a few unlucky requests never re-plan.
 
 With ``replan_drift: 0`` every round runs its windows.
 """
@@ -74,6 +79,20 @@ def backlog_change(now: Load, then: Load) -> tuple[float, float]:
     return change(now.backlog, then.backlog, now.backlog + then.backlog)
 
 
+def attainment_change(attainment: float, completed: int, last: Windowed) -> float:
+    """How many noise deviations the attainment seen lies below the last estimate.
+
+    A two-proportion test with the pooled share; a difference with no noise
+    (both shares 0 or 1) is infinitely many deviations.
+    """
+    estimated = last.load.requests + last.load.backlog
+    seen = attainment * completed
+    pooled = (seen + last.slo_attainment * estimated) / (completed + estimated)
+    variance = pooled * (1.0 - pooled) * (1.0 / completed + 1.0 / max(estimated, 1))
+    difference = last.slo_attainment - attainment
+    return difference / math.sqrt(variance) if variance > 0 else math.inf
+
+
 def _text(relative: float, sigmas: float) -> str:
     """A change as the log says it."""
     amount = f"{relative * 100:+.1f} %" if math.isfinite(relative) else "from none"
@@ -115,8 +134,10 @@ def replan_reason(
     if _moved(*tokens, drift) or _moved(*backlog, drift):
         return True, f"load moved: {moved}"
     if completed >= min_requests and attainment < last.slo_attainment - drift:
-        return True, (
-            f"estimate missed: attainment {attainment:.3f} against"
-            f" {last.slo_attainment:.3f} estimated at {last.at_s:g} s"
-        )
+        sigmas = attainment_change(attainment, completed, last)
+        if sigmas > NOISE_SIGMAS:
+            return True, (
+                f"estimate missed: attainment {attainment:.3f} against"
+                f" {last.slo_attainment:.3f} estimated at {last.at_s:g} s ({sigmas:.1f} sd)"
+            )
     return False, f"load as before: {moved}, within replan_drift {drift * 100:g} % or the noise"
