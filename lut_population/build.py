@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lut_population.csv_format import COLUMNS, format_number, quote_cell
+from lut_population.distserve_fit import distserve_plan
 from lut_population.grid import Grid, evaluate_grid, refine
 from lut_population.microbench import microbench_plan
 from lut_population.phases import Metrics
@@ -125,8 +126,12 @@ def render_csv(keys: Iterable[BuiltKey]) -> str:
 
 
 def full_plan() -> tuple[FileSpec, ...]:
-    """The composed files (:func:`~lut_population.plan.build_plan`), then the measured ones."""
-    return (*build_plan(), *microbench_plan())
+    """The composed, measured and DistServe-fit files, in that order.
+
+    See :func:`~lut_population.plan.build_plan`, :mod:`lut_population.microbench` and
+    :mod:`lut_population.distserve_fit`.
+    """
+    return (*build_plan(), *microbench_plan(), *distserve_plan())
 
 
 def build_tables(plan: tuple[FileSpec, ...] | None = None) -> tuple[BuiltFile, ...]:

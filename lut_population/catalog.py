@@ -10,6 +10,7 @@ from lut_population.build import BuiltFile, BuiltKey
 from lut_population.collectives import all_reduce_fit
 from lut_population.cpu_overhead import cpu_overhead_fit
 from lut_population.device_roofline import balance, calibrate
+from lut_population.distserve_fit import SOURCE as DISTSERVE_SOURCE
 from lut_population.gpu_scaling import gpu_ratios
 from lut_population.head_spot_checks import head_points, head_summaries
 from lut_population.inputs import (
@@ -141,6 +142,8 @@ def _axis(values: Iterable[int]) -> str:
 def _inputs_of(built: BuiltFile) -> list[str]:
     method = built.spec.method
     ids: list[str] = ["models"]
+    if method == DISTSERVE_SOURCE:
+        return [*ids, "distserve"]
     if "microbench" in method:
         return [*ids, "microbench_h100", "vidur_mlp", "vidur_attention", "mlenergy_v3"]
     if "roofline_v1" in method and "vidur" not in method:
@@ -464,6 +467,11 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         "measurements instead (measured grid points only, no refinement; unmeasured points "
         "filled and marked in `notes`; see the comparison below and `lut_population/PLAN.md` "
         "section 12). "
+        "Files with source `distserve_fit_v1` (OPT-13B and OPT-66B on A100) are DistServe's own "
+        "fitted iteration times of its engine, evaluated on the grid (`lut_population/PLAN.md` "
+        "section 14): whole engine iterations as DistServe profiled them, and their decode rows "
+        "step down once, where DistServe's estimator switches from its small-batch to its "
+        "large-batch fit. "
         "Draft heads (`<target>.<kind>`: EAGLE, EAGLE-3, Medusa) and their "
         "fused files (`<target>+<target>.<kind>`) run on the whole target replica at its TP "
         "degree; a head file's `verify` rows are one head step over `fanout_k + 1` candidates "

@@ -6,7 +6,11 @@
 3. Latency is non-decreasing in context_len, in microbatch and in fanout_k;
    in the files built from measurements (``lut/microbench/``) a step down is
    accepted up to the measurements' repeatability (the largest disagreement
-   of two H100s at the same point, :func:`lut_population.measured.repeatability`).
+   of two H100s at the same point, :func:`lut_population.measured.repeatability`);
+   in the files priced by DistServe's fits (:mod:`lut_population.distserve_fit`)
+   the decode step down between ``threshold - 1`` and ``threshold`` sequences,
+   where DistServe's estimator switches from its small-batch to its large-batch
+   fit, is accepted (and listed); each side must be non-decreasing.
 4. ``kv_delta_mb`` matches the model shape: tokens appended x 2 x layers x
    kv_heads x head_dim x 2 bytes (target and draft for fused files).
 5. Spot checks against published figures (:mod:`lut_population.spot_checks`).
@@ -32,6 +36,8 @@ import pandas as pd
 
 from lut_population.build import BuiltFile, build_tables
 from lut_population.catalog import render_catalog
+from lut_population.distserve_fit import SOURCE as DISTSERVE_SOURCE
+from lut_population.distserve_fit import distserve_fit
 from lut_population.head_spot_checks import (
     HEAD_MEDIAN_TOLERANCE,
     HEAD_POINT_TOLERANCE,
@@ -274,6 +280,31 @@ def check_tpot() -> CheckResult:
     )
 
 
+def _is_fitted(frame: pd.DataFrame) -> bool:
+    return bool(len(frame)) and bool((frame["source"] == DISTSERVE_SOURCE).all())
+
+
+def check_monotone_fitted(frames: dict[str, pd.DataFrame]) -> CheckResult:
+    """DistServe-fit files: monotone on each side of the estimator's batch threshold."""
+    problems: list[str] = []
+    accepted: list[str] = []
+    for name, frame in frames.items():
+        for tp in sorted(set(frame["tensor_parallel"].astype(int))):
+            group = frame[frame["tensor_parallel"] == tp]
+            threshold = distserve_fit(str(group["model"].iloc[0]), tp).threshold
+            below = group[group["microbatch"] < threshold]
+            above = group[group["microbatch"] >= threshold]
+            problems += _drops(name, below, 1.0) + _drops(name, above, 1.0)
+            sides = set(_drops(name, below, 1.0) + _drops(name, above, 1.0))
+            accepted += [line for line in _drops(name, group, 1.0) if line not in sides]
+    details = [*problems, *(f"accepted (the fits' batch threshold): {a}" for a in accepted)]
+    return CheckResult(
+        "DistServe-fit files monotone on each side of the decode batch threshold",
+        not problems,
+        tuple(details),
+    )
+
+
 def run_checks(lut_dir: Path) -> list[CheckResult]:
     """Run every check on the LUT files in ``lut_dir``."""
     built = build_tables()
@@ -282,9 +313,15 @@ def run_checks(lut_dir: Path) -> list[CheckResult]:
     present = [n for n in names if (lut_dir / n).is_file()]
     results.append(check_loadable(lut_dir, present))
     frames = _frames(lut_dir, present)
-    composed = {n: f for n, f in frames.items() if not is_measured_file(n)}
+    fitted = {n: f for n, f in frames.items() if _is_fitted(f)}
+    composed = {n: f for n, f in frames.items() if not is_measured_file(n) and n not in fitted}
     results.append(check_monotone(composed))
-    results.append(check_monotone_measured({n: f for n, f in frames.items() if n not in composed}))
+    results.append(
+        check_monotone_measured(
+            {n: f for n, f in frames.items() if n not in composed and n not in fitted}
+        )
+    )
+    results.append(check_monotone_fitted(fitted))
     results.append(check_kv(frames))
     if all((lut_dir / n).is_file() for n in names):
         results.append(check_spots(lut_dir))
