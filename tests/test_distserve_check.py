@@ -1,0 +1,126 @@
+"""The DistServe check's data: the OPT LUTs priced by DistServe's fits, the models, the case."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import simulator
+from lut_population.checks import check_monotone_fitted
+from lut_population.distserve_fit import SOURCE, distserve_plan
+from lut_population.inputs import load_models
+from lut_population.plan import gpu_memory_mb
+from simulator.errors import InputError
+from simulator.lut import LutKey, LutManager, load_lut, table_from_frame
+from tests.script_modules import load_script
+
+ROOT = Path(__file__).resolve().parent.parent
+LUT = ROOT / "lut" / "opt-13b__a100-sxm4-80gb.csv"
+FITS = ROOT / "lut_population" / "inputs" / "distserve" / "profiler-a100-80g.distserve.json"
+CAPACITY = ROOT / "device_profiles" / "inputs" / "distserve_max_num_tokens.csv"
+CASE = ROOT / "scenarios" / "distserve_check" / "colocated_opt13b_a100.yaml"
+HW = "a100-sxm4-80gb"
+
+
+def _fit(tp: int) -> dict[str, object]:
+    fits: dict[str, dict[str, dict[str, object]]] = json.loads(FITS.read_text(encoding="utf-8"))
+    return fits["facebook/opt-13b"][str(tp)]
+
+
+def _lookup(phase: str, tp: int, context: int, batch: int) -> float:
+    manager = LutManager([load_lut(LUT, use_cache=False)])
+    key = LutKey(phase, "opt-13b", HW, tp, 1, "fp16")
+    return float(manager.lookup(key, context, batch, 1, out_of_range="raise").latency_ms)
+
+
+@pytest.mark.parametrize(
+    ("tp", "prompt", "batch"), [(1, 128, 1), (1, 1024, 4), (1, 2048, 8), (2, 512, 16), (4, 64, 2)]
+)
+def test_prefill_rows_are_distserves_estimator(tp, prompt, batch):
+    # time_estimator.get_prefill_time at pp 1: a + b * sum(l) + c * sum(l^2) + 1 (pp_const).
+    a, b, c = _fit(tp)["prefill"]  # type: ignore[misc]
+    expected = a + b * batch * prompt + c * batch * prompt**2 + 1.0
+    assert _lookup("prefill", tp, prompt, batch) == pytest.approx(expected, rel=5e-6)
+
+
+@pytest.mark.parametrize(
+    ("tp", "context", "batch"),
+    [(1, 512, 1), (1, 1024, 94), (1, 1024, 95), (1, 2048, 256), (2, 128, 64), (4, 2048, 128)],
+)
+def test_decode_rows_are_distserves_estimator(tp, context, batch):
+    # time_estimator.get_decode_time: a + b * sum(context + 1) + c * n, the small-batch fit
+    # below decoding_large_small_bs_threshold and the large-batch fit from it on.
+    fit = _fit(tp)
+    small = batch < int(fit["decoding_large_small_bs_threshold"])  # type: ignore[call-overload]
+    a, b, c = fit["decoding_smallbs" if small else "decoding_largebs"]  # type: ignore[misc]
+    expected = a + b * batch * (context + 1) + c * batch
+    assert _lookup("draft_decode", tp, context, batch) == pytest.approx(expected, rel=5e-6)
+
+
+def test_every_row_names_the_fit_and_every_fitted_tp_is_there():
+    frame = pd.read_csv(LUT, keep_default_na=False)
+    assert set(frame["source"]) == {SOURCE}
+    assert set(frame["phase"]) == {"prefill", "draft_decode"}
+    assert sorted(set(frame["tensor_parallel"])) == [1, 2, 4]
+    assert frame["context_len"].max() == load_models()["opt-13b"].max_context
+    names = {spec.name for spec in distserve_plan()}
+    assert names == {"opt-13b__a100-sxm4-80gb.csv", "opt-66b__a100-sxm4-80gb.csv"}
+
+
+def test_a_hole_in_the_grid_is_refused_at_load():
+    frame = pd.read_csv(LUT, keep_default_na=False)
+    with pytest.raises(InputError, match=r"rectangular|missing|grid"):
+        table_from_frame(frame.drop(index=5), "opt-13b-hole.csv")
+    table_from_frame(frame, "opt-13b.csv")
+
+
+def test_the_threshold_step_is_the_only_accepted_step_down():
+    frame = pd.read_csv(LUT, keep_default_na=False)
+    result = check_monotone_fitted({"opt-13b": frame})
+    assert result.ok
+    assert all("batch 95" in line for line in result.details)
+    broken = frame.copy()
+    row = (broken["phase"] == "prefill") & (broken["context_len"] == 1024)
+    broken.loc[row, "latency_ms"] = 1.0
+    assert not check_monotone_fitted({"opt-13b": broken}).ok
+
+
+def test_opt_13b_shape_and_distserves_kv_capacity_agree():
+    shape = load_models()["opt-13b"]
+    assert (shape.num_layers, shape.hidden_size, shape.num_heads) == (40, 5120, 40)
+    assert (shape.intermediate_size, shape.vocab_size, shape.max_context) == (20480, 50272, 2048)
+    assert not shape.gated_mlp
+    # DistServe's measured KV capacity of OPT-13B on one A100-80GB fits beside the fp16
+    # weights, and fills most of what is left (its memory utilisation was 0.95).
+    capacity = pd.read_csv(CAPACITY)
+    tokens = capacity.query("model == 'facebook/opt-13b' and tp == 1 and pp == 1")
+    kv_mb = float(tokens["max_num_tokens"].iloc[0]) * shape.kv_mib_per_token
+    free_mb = gpu_memory_mb(HW) - shape.weight_bytes() / 2**20
+    assert 0.85 * free_mb < kv_mb < free_mb
+
+
+def test_lengths_file_is_the_filtered_trace():
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    expected = script.opt_lengths()
+    shipped = pd.read_csv(script.LENGTHS_FILE)
+    assert shipped.reset_index(drop=True).equals(expected.reset_index(drop=True))
+    assert (shipped.sum(axis=1) < 2048).all()
+
+
+def test_rate_at_interpolates_the_crossing():
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    assert script.rate_at([1.0, 2.0, 3.0], [0.99, 0.95, 0.5], 0.9) == pytest.approx(
+        2.0 + 0.05 / 0.45
+    )
+    assert script.rate_at([1.0, 2.0], [0.99, 0.95], 0.9) is None
+
+
+def test_colocated_case_validates_and_runs():
+    scenario = simulator.load_scenario(CASE, ["workload.synthetic.num_requests=40"])
+    result = simulator.run(scenario)
+    goodput = result.summary["goodput"]
+    assert result.summary["requests"]["completed"] == 40
+    assert 0.0 <= goodput["slo_attainment"] <= 1.0
