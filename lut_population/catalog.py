@@ -11,6 +11,7 @@ from lut_population.collectives import all_reduce_fit
 from lut_population.cpu_overhead import cpu_overhead_fit
 from lut_population.device_roofline import balance, calibrate
 from lut_population.distserve_fit import SOURCE as DISTSERVE_SOURCE
+from lut_population.distserve_fit import VLLM_SOURCE as DISTSERVE_VLLM_SOURCE
 from lut_population.gpu_scaling import gpu_ratios
 from lut_population.head_spot_checks import head_points, head_summaries
 from lut_population.inputs import (
@@ -80,6 +81,13 @@ INPUT_SOURCES: dict[str, tuple[str, str, str, str, str]] = {
         "82831f1604cc6b10bebd360f6c437a07790dde9f",
         "Apache-2.0",
     ),
+    "distserve_vllm": (
+        "inputs/distserve/profiler-a100-80g.vllm.json",
+        "LLMServe/DistServe",
+        "simdistserve/estimators/profile_data/profiler-a100-80g.vllm.json",
+        "82831f1604cc6b10bebd360f6c437a07790dde9f",
+        "Apache-2.0",
+    ),
     "device_facts": (
         "inputs/devices/device_facts_rows.csv",
         "several (source_url column of each row)",
@@ -144,6 +152,8 @@ def _inputs_of(built: BuiltFile) -> list[str]:
     ids: list[str] = ["models"]
     if method == DISTSERVE_SOURCE:
         return [*ids, "distserve"]
+    if method == DISTSERVE_VLLM_SOURCE:
+        return [*ids, "distserve_vllm"]
     if "microbench" in method:
         return [*ids, "microbench_h100", "vidur_mlp", "vidur_attention", "mlenergy_v3"]
     if "roofline_v1" in method and "vidur" not in method:
@@ -468,7 +478,8 @@ def render_catalog(files: tuple[BuiltFile, ...]) -> str:
         "filled and marked in `notes`; see the comparison below and `lut_population/PLAN.md` "
         "section 12). "
         "Files with source `distserve_fit_v1` (OPT-13B and OPT-66B on A100) are DistServe's own "
-        "fitted iteration times of its engine, evaluated on the grid (`lut_population/PLAN.md` "
+        "fitted iteration times of its engine, evaluated on the grid, and those in "
+        "`distserve_vllm/` (`distserve_vllm_fit_v1`) its fits of vLLM (`lut_population/PLAN.md` "
         "section 14): whole engine iterations as DistServe profiled them, and their decode rows "
         "step down once, where DistServe's estimator switches from its small-batch to its "
         "large-batch fit. "

@@ -36,8 +36,7 @@ import pandas as pd
 
 from lut_population.build import BuiltFile, build_tables
 from lut_population.catalog import render_catalog
-from lut_population.distserve_fit import SOURCE as DISTSERVE_SOURCE
-from lut_population.distserve_fit import distserve_fit
+from lut_population.distserve_fit import distserve_fit, engine_of
 from lut_population.head_spot_checks import (
     HEAD_MEDIAN_TOLERANCE,
     HEAD_POINT_TOLERANCE,
@@ -280,8 +279,9 @@ def check_tpot() -> CheckResult:
     )
 
 
-def _is_fitted(frame: pd.DataFrame) -> bool:
-    return bool(len(frame)) and bool((frame["source"] == DISTSERVE_SOURCE).all())
+def _fit_engine(frame: pd.DataFrame) -> str | None:
+    sources = set(frame["source"]) if len(frame) else set()
+    return engine_of(sources.pop()) if len(sources) == 1 else None
 
 
 def check_monotone_fitted(frames: dict[str, pd.DataFrame]) -> CheckResult:
@@ -291,7 +291,8 @@ def check_monotone_fitted(frames: dict[str, pd.DataFrame]) -> CheckResult:
     for name, frame in frames.items():
         for tp in sorted(set(frame["tensor_parallel"].astype(int))):
             group = frame[frame["tensor_parallel"] == tp]
-            threshold = distserve_fit(str(group["model"].iloc[0]), tp).threshold
+            engine = _fit_engine(group) or "distserve"
+            threshold = distserve_fit(str(group["model"].iloc[0]), tp, engine).threshold
             below = group[group["microbatch"] < threshold]
             above = group[group["microbatch"] >= threshold]
             problems += _drops(name, below, 1.0) + _drops(name, above, 1.0)
@@ -313,7 +314,7 @@ def run_checks(lut_dir: Path) -> list[CheckResult]:
     present = [n for n in names if (lut_dir / n).is_file()]
     results.append(check_loadable(lut_dir, present))
     frames = _frames(lut_dir, present)
-    fitted = {n: f for n, f in frames.items() if _is_fitted(f)}
+    fitted = {n: f for n, f in frames.items() if _fit_engine(f) is not None}
     composed = {n: f for n, f in frames.items() if not is_measured_file(n) and n not in fitted}
     results.append(check_monotone(composed))
     results.append(

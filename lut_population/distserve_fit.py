@@ -32,6 +32,11 @@ fits falls between neighbouring rows;
 then refined like the composed files (the prefill quadratic gets extra
 context points; the decode rows are linear and need none).
 
+The same is built from DistServe's fit of vLLM
+(``inputs/distserve/profiler-a100-80g.vllm.json``, the profile its simulator
+prices its vLLM baseline with) into ``lut/distserve_vllm/`` (``source:
+distserve_vllm_fit_v1``), with the same model ids, formulas and grid.
+
 Peak memory and KV delta come from the model's shape (fp16 weights, live
 activations, the KV shape formula), as for the composed files; energy is not
 modelled (the fits carry no power).
@@ -53,7 +58,16 @@ from lut_population.shapes import BYTES_PER_MIB, ModelShape
 from lut_population.work import Work, fp16_activations_mb
 
 SOURCE = "distserve_fit_v1"
-"""``source`` tag of the rows (and the files' method)."""
+"""``source`` tag of the rows (and the files' method) priced by DistServe's own engine's fit."""
+
+VLLM_SOURCE = "distserve_vllm_fit_v1"
+"""``source`` tag of the rows priced by DistServe's fit of vLLM (``lut/distserve_vllm/``)."""
+
+ENGINES: dict[str, tuple[str, str]] = {
+    "distserve": (SOURCE, ""),
+    "vllm": (VLLM_SOURCE, "distserve_vllm/"),
+}
+"""Profile engine -> (source tag, folder inside ``lut/``)."""
 
 HARDWARE = "a100-sxm4-80gb"
 """The fits were made on A100-80GB (the profile file's name)."""
@@ -103,9 +117,9 @@ def _triple(values: list[float]) -> tuple[float, float, float]:
 
 
 @cache
-def distserve_fit(model_id: str, tensor_parallel: int) -> DistServeFit:
-    """The fit of a LUT model id at a TP degree (KeyError when the profile has none)."""
-    entry = load_distserve()[MODELS[model_id]][str(tensor_parallel)]
+def distserve_fit(model_id: str, tensor_parallel: int, engine: str = "distserve") -> DistServeFit:
+    """The fit of ``engine`` for a LUT model id at a TP degree (KeyError when there is none)."""
+    entry = load_distserve(engine=engine)[MODELS[model_id]][str(tensor_parallel)]
     return DistServeFit(
         prefill=_triple(entry["prefill"]),
         decode_small=_triple(entry["decoding_smallbs"]),
@@ -114,9 +128,9 @@ def distserve_fit(model_id: str, tensor_parallel: int) -> DistServeFit:
     )
 
 
-def fitted_tps(model_id: str) -> tuple[int, ...]:
-    """TP degrees the profile has for the model."""
-    return tuple(sorted(int(tp) for tp in load_distserve()[MODELS[model_id]]))
+def fitted_tps(model_id: str, engine: str = "distserve") -> tuple[int, ...]:
+    """TP degrees the profile of ``engine`` has for the model."""
+    return tuple(sorted(int(tp) for tp in load_distserve(engine=engine)[MODELS[model_id]]))
 
 
 @dataclass(frozen=True)
@@ -130,16 +144,12 @@ class DistServeModel:
     shape: ModelShape
     tensor_parallel: int
     fit: DistServeFit
+    source: str = SOURCE
 
     @property
     def capacity_mb(self) -> float | None:
         """Memory of the replica's GPUs."""
         return gpu_memory_mb(HARDWARE) * self.tensor_parallel
-
-    @property
-    def source(self) -> str:
-        """:data:`SOURCE`."""
-        return SOURCE
 
     def latency_ms(self, work: Work) -> FloatArray:
         """The fitted latency (module docstring).
@@ -173,24 +183,33 @@ def distserve_grid(shape: ModelShape, fit: DistServeFit) -> Grid:
     return Grid(contexts, batches, (1,))
 
 
-def distserve_model(model_id: str, tensor_parallel: int) -> DistServeModel:
-    """The fitted model of ``model_id`` at ``tensor_parallel``."""
+def distserve_model(
+    model_id: str, tensor_parallel: int, engine: str = "distserve"
+) -> DistServeModel:
+    """The model of ``model_id`` at ``tensor_parallel`` priced by the fit of ``engine``."""
     shape = load_models()[model_id]
-    return DistServeModel(shape, tensor_parallel, distserve_fit(model_id, tensor_parallel))
+    fit = distserve_fit(model_id, tensor_parallel, engine)
+    return DistServeModel(shape, tensor_parallel, fit, ENGINES[engine][0])
 
 
 def distserve_plan() -> tuple[FileSpec, ...]:
-    """One file per model of :data:`MODELS`, every TP degree of the profile."""
+    """One file per engine and model of :data:`MODELS`, every TP degree of the profile."""
     files = []
-    for model_id in MODELS:
-        keys = []
-        for tp in fitted_tps(model_id):
-            model = distserve_model(model_id, tp)
-            grid = distserve_grid(model.shape, model.fit)
-            keys += [
-                KeySpec(phase, model_id, HARDWARE, tp, SinglePhaseCost(model, phase), grid)
-                for phase in PHASES
-            ]
-        name = file_name(model_id, HARDWARE)
-        files.append(FileSpec(name, model_id, HARDWARE, SOURCE, tuple(keys)))
+    for engine, (source, folder) in ENGINES.items():
+        for model_id in MODELS:
+            keys = []
+            for tp in fitted_tps(model_id, engine):
+                model = distserve_model(model_id, tp, engine)
+                grid = distserve_grid(model.shape, model.fit)
+                keys += [
+                    KeySpec(phase, model_id, HARDWARE, tp, SinglePhaseCost(model, phase), grid)
+                    for phase in PHASES
+                ]
+            name = folder + file_name(model_id, HARDWARE)
+            files.append(FileSpec(name, model_id, HARDWARE, source, tuple(keys)))
     return tuple(files)
+
+
+def engine_of(source: str) -> str | None:
+    """The profile engine whose files carry ``source``, or ``None``."""
+    return next((e for e, (tag, _) in ENGINES.items() if tag == source), None)

@@ -464,9 +464,9 @@ def load_microbench_iterations(inputs_dir: Path = INPUTS_DIR) -> pd.DataFrame:
 
 
 @cache
-def load_distserve(inputs_dir: Path = INPUTS_DIR) -> dict[str, Any]:
-    """Read DistServe's fitted A100 coefficients."""
-    path = inputs_dir / "distserve" / "profiler-a100-80g.distserve.json"
+def load_distserve(inputs_dir: Path = INPUTS_DIR, engine: str = "distserve") -> dict[str, Any]:
+    """Read DistServe's fitted A100 coefficients of ``engine`` (``distserve`` or ``vllm``)."""
+    path = inputs_dir / "distserve" / f"profiler-a100-80g.{engine}.json"
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 

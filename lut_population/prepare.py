@@ -17,7 +17,7 @@ What is kept (see ``inputs/SOURCES.md`` for origins and licences):
 * Vidur CPU overheads: the ``*_median`` columns, batch size and TP degree.
 * Vidur NCCL all-reduce profiles: rows inside one node
   (``devices_per_node == num_workers``), columns size, workers and median.
-* DistServe's fitted A100 coefficients: copied whole.
+* DistServe's fitted A100 coefficients, of its own engine and of vLLM: copied whole.
 * ML.ENERGY v2 / v3 rows of the Llama-3.1 8B and 70B models, and the v2 rows of
   CodeLlama-34B.
 * The curated device-fact rows named in :data:`DEVICE_ROWS`.
@@ -259,10 +259,12 @@ def prepare(data_dir: Path, inputs_dir: Path = INPUTS_DIR) -> list[str]:
             lambda row: row["devices_per_node"] == row["num_workers"],
         )
         done.append(f"all_reduce_{gpu}.csv: {count} rows")
-    target = inputs_dir / "distserve" / "profiler-a100-80g.distserve.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(data_dir / "distserve" / "profiler-a100-80g.distserve.json", target)
-    done.append(f"{target.name}: copied")
+    for engine in ("distserve", "vllm"):
+        name = f"profiler-a100-80g.{engine}.json"
+        target = inputs_dir / "distserve" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data_dir / "distserve" / name, target)
+        done.append(f"{target.name}: copied")
     header, _ = _read(data_dir / "energy" / "mlenergy_v2_llm_a100_h100.csv")
     count = _filtered(
         data_dir / "energy" / "mlenergy_v2_llm_a100_h100.csv",

@@ -76,6 +76,11 @@ class Configuration:
 
 SCENARIOS: tuple[Configuration, ...] = (
     Configuration("colocated", "scenarios/distserve_check/colocated_opt13b_a100.yaml", 2),
+    Configuration(
+        "colocated_vllm_costs",
+        "scenarios/distserve_check/colocated_opt13b_a100_vllm_costs.yaml",
+        2,
+    ),
 )
 """The configurations compared; the disaggregated one joins as one more entry."""
 

@@ -10,7 +10,7 @@ import pytest
 
 import simulator
 from lut_population.checks import check_monotone_fitted
-from lut_population.distserve_fit import SOURCE, distserve_plan
+from lut_population.distserve_fit import SOURCE, VLLM_SOURCE, distserve_plan
 from lut_population.inputs import load_models
 from lut_population.plan import gpu_memory_mb
 from simulator.errors import InputError
@@ -20,6 +20,8 @@ from tests.script_modules import load_script
 ROOT = Path(__file__).resolve().parent.parent
 LUT = ROOT / "lut" / "opt-13b__a100-sxm4-80gb.csv"
 FITS = ROOT / "lut_population" / "inputs" / "distserve" / "profiler-a100-80g.distserve.json"
+VLLM_FITS = FITS.with_name("profiler-a100-80g.vllm.json")
+VLLM_LUT = ROOT / "lut" / "distserve_vllm" / "opt-13b__a100-sxm4-80gb.csv"
 CAPACITY = ROOT / "device_profiles" / "inputs" / "distserve_max_num_tokens.csv"
 CASE = ROOT / "scenarios" / "distserve_check" / "colocated_opt13b_a100.yaml"
 HW = "a100-sxm4-80gb"
@@ -67,7 +69,25 @@ def test_every_row_names_the_fit_and_every_fitted_tp_is_there():
     assert sorted(set(frame["tensor_parallel"])) == [1, 2, 4]
     assert frame["context_len"].max() == load_models()["opt-13b"].max_context
     names = {spec.name for spec in distserve_plan()}
-    assert names == {"opt-13b__a100-sxm4-80gb.csv", "opt-66b__a100-sxm4-80gb.csv"}
+    assert names == {
+        f"{folder}{model}__a100-sxm4-80gb.csv"
+        for folder in ("", "distserve_vllm/")
+        for model in ("opt-13b", "opt-66b")
+    }
+
+
+def test_the_vllm_file_is_distserves_fit_of_vllm():
+    fits = json.loads(VLLM_FITS.read_text(encoding="utf-8"))["facebook/opt-13b"]["1"]
+    a, b, c = fits["prefill"]
+    table = LutManager([load_lut(VLLM_LUT, use_cache=False)])
+    key = LutKey("prefill", "opt-13b", HW, 1, 1, "fp16")
+    got = float(table.lookup(key, 1024, 2, 1, out_of_range="raise").latency_ms)
+    assert got == pytest.approx(a + b * 2 * 1024 + c * 2 * 1024**2 + 1.0, rel=5e-6)
+    a, b, c = fits["decoding_largebs"]
+    key = LutKey("draft_decode", "opt-13b", HW, 1, 1, "fp16")
+    got = float(table.lookup(key, 512, 128, 1, out_of_range="raise").latency_ms)
+    assert got == pytest.approx(a + b * 128 * 513 + c * 128, rel=5e-6)
+    assert set(pd.read_csv(VLLM_LUT, keep_default_na=False)["source"]) == {VLLM_SOURCE}
 
 
 def test_a_hole_in_the_grid_is_refused_at_load():
@@ -102,6 +122,13 @@ def test_opt_13b_shape_and_distserves_kv_capacity_agree():
     assert 0.85 * free_mb < kv_mb < free_mb
 
 
+def test_every_configuration_of_the_script_exists():
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    for config in script.SCENARIOS:
+        assert (ROOT / config.scenario).is_file()
+        assert simulator.load_scenario(ROOT / config.scenario).scenario_id
+
+
 def test_lengths_file_is_the_filtered_trace():
     script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
     expected = script.opt_lengths()
@@ -118,8 +145,9 @@ def test_rate_at_interpolates_the_crossing():
     assert script.rate_at([1.0, 2.0], [0.99, 0.95], 0.9) is None
 
 
-def test_colocated_case_validates_and_runs():
-    scenario = simulator.load_scenario(CASE, ["workload.synthetic.num_requests=40"])
+@pytest.mark.parametrize("case", [CASE, CASE.with_name("colocated_opt13b_a100_vllm_costs.yaml")])
+def test_colocated_case_validates_and_runs(case):
+    scenario = simulator.load_scenario(case, ["workload.synthetic.num_requests=40"])
     result = simulator.run(scenario)
     goodput = result.summary["goodput"]
     assert result.summary["requests"]["completed"] == 40

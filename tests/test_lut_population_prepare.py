@@ -85,9 +85,10 @@ def staged(root: Path) -> Path:
             ["", "time_stats.all_reduce.median", "num_workers", "size", "devices_per_node"],
             [[0, "0.04", 2, 2048, 2], [1, "0.09", 2, 2048, 1]],
         )
-    distserve = root / "distserve" / "profiler-a100-80g.distserve.json"
-    distserve.parent.mkdir(parents=True)
-    distserve.write_text(json.dumps({"facebook/opt-66b": {}}), encoding="utf-8")
+    (root / "distserve").mkdir(parents=True)
+    for engine in ("distserve", "vllm"):
+        distserve = root / "distserve" / f"profiler-a100-80g.{engine}.json"
+        distserve.write_text(json.dumps({"facebook/opt-66b": {}}), encoding="utf-8")
     write(
         root / "energy" / "mlenergy_v2_llm_a100_h100.csv",
         ["task", "gpu", "model", "tp"],
