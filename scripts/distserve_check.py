@@ -20,8 +20,8 @@ own ShareGPT filter (:func:`opt_lengths`).
 
 Usage::
 
-    python scripts/distserve_check.py [--rates R,R,...] [--requests N] [--only NAME]
-        [--workers N] [-o DIR]
+    python scripts/distserve_check.py [--rates R,R,...] [--requests N] [--seed N]
+        [--only NAME] [--workers N] [-o DIR]
     python scripts/distserve_check.py --write-lengths
 """
 
@@ -119,12 +119,19 @@ def run_configuration(
     requests: int,
     output_dir: Path,
     workers: int | None,
+    seed: int | None = None,
 ) -> pd.DataFrame:
-    """Attainment of ``config`` at every per-GPU rate (columns rate_per_gpu, attainment, ...)."""
+    """Attainment of ``config`` at every per-GPU rate (columns rate_per_gpu, attainment, ...).
+
+    ``seed`` replaces the scenario's seed at every point when given.
+    """
+    fixed: dict[str, int] = {"workload.synthetic.num_requests": requests}
+    if seed is not None:
+        fixed["seed"] = seed
     sweep = {
         "sweep_id": f"distserve_check_{config.name}",
         "scenario": str(ROOT / config.scenario),
-        "set": {"workload.synthetic.num_requests": requests},
+        "set": fixed,
         "grid": {RATE_KEY: [r * config.gpus for r in rates_per_gpu]},
     }
     table = simulator.sweep(sweep, output_dir / config.name, workers=workers)
@@ -153,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
         help="per-GPU arrival rates, requests/s (default: the paper's)",
     )
     parser.add_argument("--requests", type=int, default=1000, help="requests per run")
+    parser.add_argument("--seed", type=int, default=None, help="seed of every run")
     parser.add_argument("--only", action="append", help="run only this configuration")
     parser.add_argument("--workers", type=int, default=None, help="sweep worker processes")
     parser.add_argument("-o", "--output", type=Path, default=None, help="results directory")
@@ -175,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         output = args.output or Path(scratch)
         for config in configs:
-            table = run_configuration(config, rates, args.requests, output, args.workers)
+            table = run_configuration(config, rates, args.requests, output, args.workers, args.seed)
             print(f"## {config.name} ({config.gpus} GPUs, {config.scenario})")
             print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             crossing = rate_at(rates, table["attainment"].to_list(), TARGET_ATTAINMENT)
