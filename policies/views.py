@@ -87,7 +87,8 @@ class ReplicaLoad:
             ``scheduler.kv.on_full``).
         predicted_queue_s: Its predicted prefill queue: the batch-1 prefill
             time (from its LUT) of every request admitted to it whose first
-            token is not out yet (the admission TTFT predictor's queue).
+            token is not out yet (the admission TTFT predictor's queue; with
+            a prefix cache, less what each found cached when admitted).
         link_rtt_ms: Round-trip time of the request's origin link to its
             pool (0 for a request without origin).
         link_bw_mbps: Bandwidth of that link (``inf`` without origin).

@@ -13,6 +13,7 @@ from simulator import load_scenario, run
 from simulator.engine.core import Engine
 from simulator.engine.prefix_cache import PrefixCache
 from simulator.engine.runtime import build_runtime
+from simulator.engine.tracing import ListTracer
 from simulator.loading import load_packaged_schema
 from simulator.rng import RandomStreams
 from simulator.runner import build_requests
@@ -442,3 +443,80 @@ def test_kv_is_conserved_on_the_mooncake_example(arbitration):
         assert 0 < cached_mb <= pool.capacity_mb + 1e-6
         assert cache.evict(float("inf")) == pytest.approx(cached_mb)  # all of it, leaf by leaf
         assert cache.evictable_mb == pytest.approx(0.0, abs=1e-6)
+
+
+# -- predictions price the cached prefix ------------------------------------------------
+
+CACHE_100 = {"enabled": True, "block_tokens": 100}
+PREDICTED = [
+    (0.0, 1000, 2, chain(1, 10)),  # prompt A, prefilled by 20 ms
+    (0.1, 1000, 2, chain(1, 10)),  # A again: F(1000) - F(900) = 1 ms where A is cached
+    (0.1, 500, 2, chain(100, 5)),  # C: F(500) = 15 ms
+    (0.1, 500, 2, chain(200, 5)),  # D: F(500) = 15 ms
+]
+"""Prefill is ``10 + 0.01 L`` ms: F(1000) = 20 ms, F(900) = 19 ms, F(500) = 15 ms."""
+
+
+def test_network_aware_routing_sees_the_cached_prefix_in_the_predicted_queue(tmp_path):
+    """The predicted prefill queue counts a cached prompt's prefill as ``F(L) - F(p)``.
+
+    At 0.1 s both replicas are idle: A's second copy goes to replica 0 (the
+    lowest index), where A is cached: 1 ms of predicted queue with the cache,
+    20 ms without. C goes to replica 1 (queue 0 ms). D compares replica 0's
+    queue with replica 1's 15 ms: 1 ms takes it to replica 0, 20 ms to 1.
+    """
+    routing = {"scheduler.routing": {"policy": "network_aware"}}
+    on = simulate(tmp_path, PREDICTED, CACHE_100, replicas=2, **routing).requests
+    assert list(on["cached_tokens"]) == [0, 900, 0, 0]
+    assert list(on["replica"]) == [0, 0, 1, 0]
+    off = simulate(tmp_path, PREDICTED, None, replicas=2, **routing).requests
+    assert list(off["replica"]) == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize(("ttft_slo_ms", "admitted"), [(20.999, False), (21.001, True)])
+def test_slo_guard_predicts_a_cached_prompts_prefill_as_its_uncached_part(
+    tmp_path, ttft_slo_ms, admitted
+):
+    """slo_guard's predicted TTFT counts a cached prompt's prefill as ``F(L) - F(p)``.
+
+    At 0.1 s, on one replica, A's second copy is queued (1 ms predicted: 900
+    tokens cached) when C' (1,000 tokens, nothing cached) arrives: C''s
+    predicted TTFT is 1 + 20 = 21 ms (40 ms if A were priced whole).
+    """
+    rows = [*PREDICTED[:2], (0.1, 1000, 2, chain(100, 10))]  # C': F(1000) = 20 ms
+    slo = {"ttft_ms": ttft_slo_ms, "tpot_ms": 1000}
+    extra = {
+        "scheduler.kv.prefix_cache": CACHE_100,
+        "scheduler.admission_control": {"policy": "slo_guard"},
+    }
+    workload = trace(tmp_path, rows)
+    workload["slo"] = slo
+    path = write_scenario(tmp_path, mode="none", workload=workload, extra=extra)
+    requests = run(load_scenario(path)).requests
+    assert list(requests["cached_tokens"][:2]) == [0, 900]
+    assert bool(requests["outcome"][2] == "completed") is admitted
+
+
+def test_ttft_bounded_prefill_waits_by_the_cached_prompts_predicted_prefill(tmp_path):
+    """TTFT target 50 ms; a lone prompt waits until its deadline less its predicted prefill.
+
+    A first: 20 ms predicted, it starts 30 ms after its arrival. A again at
+    0.1 s: 1 ms predicted (F(1000) - F(900)), it starts at 0.149 s and its
+    first token is out at its deadline (priced whole it would start at 0.13 s).
+    """
+    rows = PREDICTED[:2]
+    workload = trace(tmp_path, rows)
+    workload["slo"] = {"ttft_ms": 50, "tpot_ms": 1000}
+    extra = {
+        "scheduler.kv.prefix_cache": CACHE_100,
+        "scheduler.prefill": {
+            "policy": "ttft_bounded",
+            "batching": {"max_batch": 4, "max_wait_ms": 1000},
+        },
+    }
+    path = write_scenario(tmp_path, mode="none", workload=workload, extra=extra)
+    tracer = ListTracer()
+    run(load_scenario(path), tracer=tracer)
+    starts = [t for t, kind, _subject, _detail in tracer.events if kind == "prefill_start"]
+    # (The prompt's upload over the fixture's client link adds 32 ns.)
+    assert starts == pytest.approx([0.030, 0.149], abs=1e-6)

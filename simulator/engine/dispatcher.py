@@ -170,8 +170,12 @@ class Dispatcher:
 
     @staticmethod
     def _prefill_estimate_s(req: RequestState, replica: TargetReplica, kind: str) -> float:
-        """Batch-1 prefill time of the request's context on ``replica`` (from its LUT)."""
-        return replica.prefill_time_s(kind, req.context, 1)
+        """Batch-1 prefill time of the request's context on ``replica`` (from its LUT).
+
+        With a prefix cache, less what the prompt would find cached there now
+        (``F(L) - F(p)``; see :meth:`~simulator.engine.prefill.PrefillLane.predicted_s`).
+        """
+        return replica.prefill.predicted_s(req, kind)
 
     def _admit_deferred(self) -> None:
         """Offer the waiting requests to the admission policy, in arrival order.

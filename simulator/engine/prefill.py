@@ -90,7 +90,7 @@ class PrefillLane:
             for i in eligible
         ]
         if self.predicts_ttft:
-            items = self._with_prefill_s(items, first_kind)
+            items = self._with_prefill_s(items, first_kind, [queue[i][0] for i in eligible])
         choice = self.policy.select(items, replica.env.now)
         if not choice.take:
             return [], choice.wake_at_s if choice.wake_at_s is not None else INF
@@ -100,14 +100,43 @@ class PrefillLane:
         replica.prefill_q = [entry for i, entry in enumerate(queue) if i not in keep]
         return batch, INF
 
-    def _with_prefill_s(self, items: list[QueuedItem], kind: str) -> list[QueuedItem]:
-        """Prefill items with the predicted time of the batch up to each (``predicts_ttft``)."""
+    def _with_prefill_s(
+        self, items: list[QueuedItem], kind: str, reqs: list[RequestState]
+    ) -> list[QueuedItem]:
+        """Prefill items with the predicted time of the batch up to each (``predicts_ttft``).
+
+        With a prefix cache the batch is priced as :meth:`start` will price
+        it, with what each prompt would find cached now.
+        """
         out: list[QueuedItem] = []
+        if self.kv.cache is not None:
+            cached = [self.kv.cached_tokens(req, kind) for req in reqs]
+            if any(cached):
+                batch = [(req, kind) for req in reqs]
+                for n, item in enumerate(items, start=1):
+                    if any(cached[:n]):
+                        prefill_s = self._cached_cost(kind, batch[:n], cached[:n])[0]
+                    else:
+                        prefill_s = self.time_s(kind, sum(r.context for r in reqs[:n]) / n, n)
+                    out.append(item._replace(prefill_s=prefill_s))
+                return out
         context = 0
         for n, item in enumerate(items, start=1):
             context += item.new_tokens
             out.append(item._replace(prefill_s=self.time_s(kind, context / n, n)))
         return out
+
+    def predicted_s(self, req: RequestState, kind: str) -> float:
+        """Batch-1 prefill time of ``req`` here now (the TTFT predictors' figure).
+
+        ``F(L)`` from the prefill LUT, or with a prefix cache ``F(L) - F(p)``
+        with ``p`` the prompt tokens it would find cached now (a lookup that
+        changes nothing in the cache), priced as :meth:`start` prices it.
+        """
+        cached = self.kv.cached_tokens(req, kind) if self.kv.cache is not None else 0
+        if not cached:
+            return self.time_s(kind, req.context, 1)
+        return self._cached_cost(kind, [(req, kind)], [cached])[0]
 
     def time_s(self, kind: str, mean_context: float, n: int) -> float:
         """LUT time of a prefill batch of ``n`` prompts of ``mean_context`` tokens (unthrottled)."""
