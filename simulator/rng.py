@@ -28,6 +28,7 @@ STREAM_NAMES: tuple[str, ...] = (
     "categories",
     "acceptance_levels",
     "prefixes",
+    "sessions",
 )
 """The streams the simulator knows; :meth:`RandomStreams.get` rejects others."""
 

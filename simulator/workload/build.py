@@ -44,7 +44,13 @@ from simulator.workload.distributions import (
 from simulator.workload.issue_collector import row_key
 from simulator.workload.origins import OriginRule
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
-from simulator.workload.spec import SharedPrefix, SyntheticSource, TraceSource, WorkloadSpec
+from simulator.workload.spec import (
+    Sessions,
+    SharedPrefix,
+    SyntheticSource,
+    TraceSource,
+    WorkloadSpec,
+)
 from simulator.workload.trace_stop import TraceStop
 from simulator.workload.trace_table import TraceTable
 
@@ -320,6 +326,7 @@ class _Builder:
                     "(the limit of requests per run)",
                     f"{expected:.3g} requests expected at the arrival rate",
                 )
+        sessions = self.sessions(raw, arrival, count, duration)
         if self.issues or prompt is None or output is None:
             return None
         return SyntheticSource(
@@ -335,7 +342,75 @@ class _Builder:
             else SharedPrefix(
                 int(raw["shared_prefix"]["tokens"]), float(raw["shared_prefix"]["fraction"])
             ),
+            sessions=sessions,
         )
+
+    def sessions(
+        self,
+        raw: Mapping[str, Any],
+        arrival: ArrivalProcess | None,
+        count: int | None,
+        duration: float | None,
+    ) -> Sessions | None:
+        """``synthetic.sessions``: multi-turn sessions, refused where they cannot run."""
+        given = raw.get("sessions")
+        if given is None:
+            return None
+        key = f"{SYNTHETIC}.sessions"
+        if self.doc["closed_loop"] is not None:
+            self.issue(
+                key,
+                dict(given),
+                "null with closed_loop",
+                "a session's turns arrive a think time after the previous turn's arrival "
+                "(open loop); closed_loop users send each request when their previous one ends",
+            )
+            return None
+        if raw.get("shared_prefix") is not None:
+            self.issue(
+                key,
+                dict(given),
+                "null with shared_prefix (or shared_prefix null)",
+                "a session's prompts start with its own conversation; a system prompt in front "
+                "of them is not modelled",
+            )
+            return None
+        turns_raw = given["turns"]
+        turns: FixedLength | UniformLength
+        if isinstance(turns_raw, Mapping):
+            low, high = int(turns_raw["low"]), int(turns_raw["high"])
+            if high < low:
+                self.issue(
+                    f"{key}.turns.high", high, f"an integer >= low ({low})", "high is below low"
+                )
+                return None
+            turns = UniformLength(low, high)
+            most = high
+        else:
+            turns = FixedLength(int(turns_raw))
+            most = int(turns_raw)
+        if arrival is not None and (count is not None or duration is not None):
+            sessions = (
+                float(count)
+                if count is not None
+                else mean_rate_per_s(arrival) * float(duration or 0)
+            )
+            if sessions * most > MAX_REQUESTS:
+                self.issue(
+                    f"{key}.turns",
+                    turns_raw,
+                    f"at most {MAX_REQUESTS:,} requests in all: sessions ({sessions:.3g}"
+                    f"{'' if count is not None else ' expected'}) times the most turns",
+                    "too many requests",
+                )
+                return None
+        think = given["think_time_s"]
+        think_time: ThinkTime = (
+            ExponentialThinkTime(float(think["mean_s"]))
+            if isinstance(think, Mapping)
+            else FixedThinkTime(float(think))
+        )
+        return Sessions(turns, think_time)
 
     def trace_source(self, name: str, classes: Mapping[str, SloTargets]) -> TraceSource | None:
         if self.doc.get(SYNTHETIC) is not None:

@@ -2,7 +2,8 @@
 
 Randomness comes only from the named streams ``arrivals`` (synthetic arrival
 times), ``lengths`` (sub-stream 0: prompt lengths, 1: output lengths, 2: SLO
-classes of synthetic requests) and ``origins`` (origin assignment), so the
+classes of synthetic requests), ``sessions`` (multi-turn sessions' turn counts
+and think times) and ``origins`` (origin assignment), so the
 same seed always gives the same table and changing, say, the output length
 distribution leaves arrivals, prompt lengths and origins unchanged.
 """
@@ -24,6 +25,7 @@ from simulator.workload.origins import assign_origins
 from simulator.workload.requests import RequestTable
 from simulator.workload.slo import DEFAULT_CLASS
 from simulator.workload.spec import SyntheticSource, TraceSource, WorkloadSpec
+from simulator.workload.trace_table import MAX_REQUEST_TOKENS
 
 
 class ArrivalOverflowError(ValueError):
@@ -122,6 +124,86 @@ def _trace(
     return table.arrival_s, prompt, output, text_array(classes), origins, categories, prefix
 
 
+SESSION_TURNS_SUBSTREAM = 0
+SESSION_THINK_SUBSTREAM = 1
+
+
+def _sessions(
+    source: SyntheticSource, max_requests: int | None, streams: RandomStreams
+) -> tuple[FloatArray, IntArray, IntArray, StrArray, IntArray]:
+    """Requests of multi-turn sessions, in arrival order, and each one's session.
+
+    The arrival process draws each session's first turn; turn ``i + 1``
+    arrives a think time after turn ``i``'s arrival (open loop). Each
+    session's turn count (stream ``sessions`` sub-stream 0) and think times
+    (sub-stream 1) are drawn session by session, and the user messages and
+    outputs of all turns, session by session, from ``lengths`` as a plain
+    synthetic workload's prompts and outputs. Turn ``i + 1``'s prompt is turn
+    ``i``'s prompt and output followed by its own user message; a session
+    ends before a turn whose prompt or output would pass
+    :data:`~simulator.workload.trace_table.MAX_REQUEST_TOKENS`.
+    ``max_requests`` then keeps the earliest requests.
+    """
+    sessions = source.sessions
+    assert sessions is not None and source.arrival is not None
+    starts = sample_arrivals(
+        source.arrival,
+        streams.get("arrivals"),
+        count=source.num_requests,
+        duration_s=source.duration_s,
+    )
+    turns = sessions.turns.sample(len(starts), streams.child("sessions", SESSION_TURNS_SUBSTREAM))
+    total = int(turns.sum())
+    message, output = sample_length_pairs(
+        source.prompt_tokens,
+        source.output_tokens,
+        total,
+        streams.child("lengths", PROMPT_SUBSTREAM),
+        streams.child("lengths", OUTPUT_SUBSTREAM),
+    )
+    think = streams.child("sessions", SESSION_THINK_SUBSTREAM)
+    arrival_list: list[float] = []
+    prompt_list: list[int] = []
+    output_list: list[int] = []
+    session_list: list[int] = []
+    row = 0
+    messages, outputs = message.tolist(), output.tolist()
+    for session, (start, count) in enumerate(zip(starts.tolist(), turns.tolist(), strict=True)):
+        at_s, prompt = float(start), 0
+        for turn in range(count):
+            if turn:
+                at_s += sessions.think_time.sample(think)
+                prompt += output_list[-1]
+            prompt += messages[row + turn]
+            if max(prompt, outputs[row + turn]) > MAX_REQUEST_TOKENS:
+                break
+            arrival_list.append(at_s)
+            prompt_list.append(prompt)
+            output_list.append(outputs[row + turn])
+            session_list.append(session)
+        row += count
+    arrival = np.asarray(arrival_list, dtype=np.float64)
+    order = np.argsort(arrival, kind="stable")
+    if max_requests is not None:
+        order = order[:max_requests]
+    size = len(order)
+    names = [name for name, _ in source.slo_class_mix]
+    weights = np.array([w for _, w in source.slo_class_mix], dtype=float)
+    if len(names) == 1:
+        classes = text_array(names[0], size)
+    else:
+        rng = streams.child("lengths", CLASS_SUBSTREAM)
+        picks = rng.choice(len(names), size=size, p=weights / weights.sum())
+        classes = np.asarray(names, dtype=np.str_)[picks]
+    return (
+        arrival[order],
+        np.asarray(prompt_list, dtype=np.int64)[order],
+        np.asarray(output_list, dtype=np.int64)[order],
+        classes,
+        np.asarray(session_list, dtype=np.int64)[order],
+    )
+
+
 def _categories(source: SyntheticSource, size: int, streams: RandomStreams) -> StrArray:
     """Each synthetic request's task category, drawn from the mix (stream ``categories``)."""
     names = [name for name, _ in source.category_mix]
@@ -172,9 +254,17 @@ def generate_requests(
         ArrivalOverflowError: An arrival time divided by ``arrival_scale`` is later
             than :data:`~simulator.limits.MAX_ARRIVAL_S` (or not finite).
     """
+    session = None
     if isinstance(spec.source, SyntheticSource):
         with np.errstate(over="ignore"):  # an overflow is refused below
-            arrival, prompt, output, classes = _synthetic(spec.source, spec.max_requests, streams)
+            if spec.source.sessions is not None:
+                arrival, prompt, output, classes, session = _sessions(
+                    spec.source, spec.max_requests, streams
+                )
+            else:
+                arrival, prompt, output, classes = _synthetic(
+                    spec.source, spec.max_requests, streams
+                )
         origins = text_array("", len(arrival))
         categories = _categories(spec.source, len(arrival), streams)
         prefix = None
@@ -202,4 +292,5 @@ def generate_requests(
         slos=spec.slo_classes,
         prefix_blocks=prefix,
         shared_prefix_tokens=shared,
+        session=session,
     )

@@ -46,6 +46,9 @@ class RequestTable:
         shared_prefix_tokens: Tokens of the shared system prompt at the start
             of each request's prompt (0: none), or None when the workload
             declares none (``synthetic.shared_prefix``).
+        session: Each request's session (``synthetic.sessions``: the turns
+            of one conversation share it), or None when the workload has no
+            sessions.
         request_id: ``first_id .. first_id + n - 1`` in arrival order (set by
             the constructor).
     """
@@ -60,6 +63,7 @@ class RequestTable:
     first_id: int = 0
     prefix_blocks: tuple[tuple[int, ...], ...] | None = None
     shared_prefix_tokens: IntArray | None = None
+    session: IntArray | None = None
     request_id: IntArray = field(init=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +101,11 @@ class RequestTable:
             if size and (shared.min() < 0 or np.any(shared > self.prompt_tokens)):
                 raise ValueError("RequestTable.shared_prefix_tokens must be in [0, prompt_tokens]")
             object.__setattr__(self, "shared_prefix_tokens", frozen(shared))
+        if self.session is not None:
+            session = np.asarray(self.session, dtype=np.int64)
+            if session.ndim != 1 or len(session) != size:
+                raise ValueError(f"RequestTable.session must have {size} elements")
+            object.__setattr__(self, "session", frozen(session))
         ids = np.arange(self.first_id, self.first_id + size, dtype=np.int64)
         object.__setattr__(self, "request_id", frozen(ids))
 
@@ -172,12 +181,15 @@ class RequestTable:
             shared_prefix_tokens=None
             if self.shared_prefix_tokens is None
             else self.shared_prefix_tokens[lo:hi],
+            session=None if self.session is None else self.session[lo:hi],
         )
 
     def prefixes(self, block_tokens: int) -> dict[int, tuple[int, ...]]:
         """Request id -> its prompt block ids (blocks of ``block_tokens``), where it has any.
 
-        A trace's ids are its ``hash_ids``. With a shared system prompt of
+        A trace's ids are its ``hash_ids``. The turns of a multi-turn
+        session share the ids of their conversation's full blocks (see
+        :meth:`_session_prefixes`). With a shared system prompt of
         ``s`` tokens, its ``s // block_tokens`` full blocks are ids ``0, 1,
         ...`` in every prompt that has it, and every other block of every
         prompt (the one the system prompt ends in included) has an id of its
@@ -187,6 +199,8 @@ class RequestTable:
         blocks = self.prefix_blocks
         if blocks is not None:
             return {first + i: ids for i, ids in enumerate(blocks) if ids}
+        if self.session is not None:
+            return self._session_prefixes(block_tokens)
         shared = self.shared_prefix_tokens
         if shared is None:
             return {}
@@ -200,6 +214,35 @@ class RequestTable:
             total = -(-prompt // block_tokens)
             out[first + i] = (*range(own), *range(next_id, next_id + total - own))
             next_id += total - own
+        return out
+
+    def _session_prefixes(self, block_tokens: int) -> dict[int, tuple[int, ...]]:
+        """Block ids of multi-turn sessions (see :meth:`prefixes`).
+
+        The turns of a session are one growing conversation: full block
+        ``j`` of any of its prompts is the conversation's block ``j``, with
+        one id per session and ``j``; a prompt's last, partial block has an
+        id of its own.
+        """
+        assert self.session is not None
+        sessions = self.session.tolist()
+        prompts = self.prompt_tokens.tolist()
+        full: dict[int, int] = {}
+        for session, prompt in zip(sessions, prompts, strict=True):
+            full[session] = max(full.get(session, 0), prompt // block_tokens)
+        base: dict[int, int] = {}
+        next_id = 0
+        for session in sorted(full):
+            base[session] = next_id
+            next_id += full[session]
+        out: dict[int, tuple[int, ...]] = {}
+        for i, (session, prompt) in enumerate(zip(sessions, prompts, strict=True)):
+            start = base[session]
+            ids = tuple(range(start, start + prompt // block_tokens))
+            if prompt % block_tokens:
+                ids = (*ids, next_id)
+                next_id += 1
+            out[self.first_id + i] = ids
         return out
 
     def slo_of(self, class_name: str) -> SloTargets:

@@ -18,8 +18,8 @@ import numpy as np
 
 from simulator.workload.arrays import constructor_arguments, rebuild
 from simulator.workload.arrivals import ArrivalProcess
-from simulator.workload.closed_loop import ClosedLoop
-from simulator.workload.distributions import LengthDistribution
+from simulator.workload.closed_loop import ClosedLoop, ThinkTime
+from simulator.workload.distributions import FixedLength, LengthDistribution, UniformLength
 from simulator.workload.origins import OriginRule
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
 from simulator.workload.trace_table import TraceTable
@@ -64,6 +64,21 @@ class SharedPrefix:
 
 
 @dataclass(frozen=True)
+class Sessions:
+    """Multi-turn sessions of synthetic requests (``synthetic.sessions``).
+
+    Attributes:
+        turns: Requests per session (drawn per session, stream ``sessions``
+            sub-stream 0).
+        think_time: Delay from a turn's arrival to the next turn's arrival
+            (seconds; stream ``sessions`` sub-stream 1).
+    """
+
+    turns: FixedLength | UniformLength
+    think_time: ThinkTime
+
+
+@dataclass(frozen=True)
 class SyntheticSource:
     """Synthetic request generation.
 
@@ -78,6 +93,8 @@ class SyntheticSource:
         category_mix: ``(task category, weight)`` pairs; categories drawn by
             weight (empty: requests carry no category).
         shared_prefix: A system prompt some requests share (None: none).
+        sessions: Multi-turn sessions (None: every request is on its own);
+            then the arrival process draws the sessions' first turns.
     """
 
     arrival: ArrivalProcess | None
@@ -88,6 +105,7 @@ class SyntheticSource:
     slo_class_mix: tuple[tuple[str, float], ...] = ((DEFAULT_CLASS, 1.0),)
     category_mix: tuple[tuple[str, float], ...] = ()
     shared_prefix: SharedPrefix | None = None
+    sessions: Sessions | None = None
 
     def __post_init__(self) -> None:
         if (self.num_requests is None) == (self.duration_s is None):

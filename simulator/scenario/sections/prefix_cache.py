@@ -78,7 +78,9 @@ def check_prefix_workload(
     if cache is None or workload is None:
         return
     source = workload.source
-    if isinstance(source, SyntheticSource) and source.shared_prefix is not None:
+    if isinstance(source, SyntheticSource) and (
+        source.shared_prefix is not None or source.sessions is not None
+    ):
         return
     table = source.trace if isinstance(source, TraceSource) else None
     if table is None or table.hash_ids is None or workload.prompt_length_override is not None:
@@ -87,7 +89,7 @@ def check_prefix_workload(
             True,
             "false, a trace workload whose hash_ids column gives prompt block ids "
             "(docs/workload.md, Prompt block ids) and whose prompt lengths are kept, or a "
-            "synthetic workload with a shared_prefix",
+            "synthetic workload with a shared_prefix or sessions",
             "prefix cache without prompt block ids",
         )
         return
