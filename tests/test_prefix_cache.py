@@ -204,15 +204,6 @@ def _issues(tmp_path: Path, extra: dict[str, object], rows=None) -> list[str]:
             "the prefix cache is not enabled",
         ),
         (
-            {
-                "scheduler.kv.prefix_cache": {"enabled": True},
-                "scheduler.kv.on_full": "preempt_recompute",
-            },
-            "scheduler.kv.on_full",
-            "preempt_recompute",
-            "queue while scheduler.kv.prefix_cache.enabled is true",
-        ),
-        (
             {"scheduler.kv.prefix_cache": {"enabled": True, "block_tokens": 0}},
             "scheduler.kv.prefix_cache.block_tokens",
             "0",
@@ -411,8 +402,16 @@ def test_only_the_requests_drawn_to_have_the_prefix_share_it(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arbitration", ["prefill_first", "chunked_prefill"])
-def test_kv_is_conserved_on_the_mooncake_example(arbitration):
+@pytest.mark.parametrize(
+    ("arbitration", "on_full"),
+    [
+        ("prefill_first", "queue"),
+        ("chunked_prefill", "queue"),
+        ("prefill_first", "preempt_recompute"),
+        ("chunked_prefill", "preempt_recompute"),
+    ],
+)
+def test_kv_is_conserved_on_the_mooncake_example(arbitration, on_full):
     """Every request's KV comes back; what stays is free-but-cached blocks, all evictable."""
     scenario = load_scenario(
         EXAMPLE,
@@ -420,6 +419,7 @@ def test_kv_is_conserved_on_the_mooncake_example(arbitration):
             "scheduler.kv.prefix_cache.enabled=true",
             "scheduler.routing.policy=cache_aware",
             f"scheduler.arbitration.policy={arbitration}",
+            f"scheduler.kv.on_full={on_full}",
             "hardware_profiles.0.count=4",
             *(
                 ["scheduler.prefill.batching.max_tokens=null"]
@@ -520,3 +520,55 @@ def test_ttft_bounded_prefill_waits_by_the_cached_prompts_predicted_prefill(tmp_
     starts = [t for t, kind, _subject, _detail in tracer.events if kind == "prefill_start"]
     # (The prompt's upload over the fixture's client link adds 32 ns.)
     assert starts == pytest.approx([0.030, 0.149], abs=1e-6)
+
+
+# -- with KV that grows (scheduler.kv.on_full: preempt_recompute) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("a_output", "b_cached", "evicted"), [(1_500, 59_000, 1), (3_000, 58_000, 2)]
+)
+def test_a_preempted_request_recomputes_from_its_cached_prompt_blocks(
+    tmp_path, a_output, b_cached, evicted
+):
+    """A (100,000 tokens) and B (60,000) in 1,000-token blocks; 161,840 tokens of KV.
+
+    Both are prefilled (A holds 100,001 tokens, B 60,001) and grow a token a
+    step until the pool is full (919 steps); B, the newest, is preempted: its
+    own 920 tokens are freed and its 60 blocks stay cached, unreferenced. B
+    waits (its context and one token exceed the free KV) until A ends, then
+    recomputes. With 1,500 output tokens A's last 580 fit in the 920 really
+    free: B finds its 59 usable blocks (59,000 tokens) and evicts one block for
+    the rest (its own 60th: the least recently used leaf). With 3,000, A's
+    last 2,080 tokens evict B's 60th and 59th blocks (leaves, from B's end):
+    B finds 58 blocks and the really free KV (3,840 tokens) holds the rest.
+    """
+    rows = [(0.0, 100_000, a_output, chain(1, 100)), (0.001, 60_000, 1_500, chain(1000, 60))]
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=trace(tmp_path, rows),
+        extra={
+            "scheduler.kv.prefix_cache": {"enabled": True, "block_tokens": 1000},
+            "scheduler.kv.on_full": "preempt_recompute",
+        },
+    )
+    scenario = load_scenario(path)
+    engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(scenario.seed))
+    output = engine.run()
+    records = sorted(output.records, key=lambda r: r.request_id)
+    assert [r.outcome for r in records] == ["completed", "completed"]
+    assert [r.preemptions for r in records] == [0, 1]
+    assert output.prefix_cache is not None
+    assert dict(output.prefix_cache.cached_tokens) == {0: 0, 1: b_cached}
+    stats = output.prefix_cache.replicas[0]
+    hit = b_cached // 1000
+    assert (stats.lookups, stats.blocks_queried, stats.blocks_hit) == (3, 99 + 59 + 59, hit)
+    assert stats.blocks_evicted == evicted
+    pool = engine.replicas[0].kv
+    cache = engine.replicas[0].kv_rule.cache
+    assert cache is not None
+    assert pool.peak_mb <= pool.capacity_mb + 1e-6
+    # Every request's KV came back: what is used is the cached blocks, all evictable.
+    assert pool.used_mb == pytest.approx(0.0, abs=1e-6)
+    assert cache.evictable_mb == pytest.approx((100 + 60) * 500.0)  # B cached its 60 again

@@ -219,16 +219,13 @@ class DecodeRuns:
         replica = self.replica
         per_token = replica.kv_mb_per_token[DECODE]
         grow = self.kv.grows
-        pool = self.kv.pool
         now = replica.env.now
         replica.tokens_out += done * len(batch)
         for req in batch:
             req.generated += done
             req.ready_s = now
             if grow:
-                pool.allocate(done * per_token, now)
-                req.kv_mb += done * per_token
-                req.kv_peak_mb = max(req.kv_peak_mb, req.kv_mb)
+                self.kv.grow(req, done * per_token, now)
         finished = [req for req in batch if req.remaining <= 0]
         if finished:
             queue = replica.decode_q[DECODE]

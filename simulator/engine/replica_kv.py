@@ -9,15 +9,18 @@ rather than evict anything, and when a batch's next iteration would not fit,
 the most recently admitted requests are evicted and go to the head of the
 prefill lane to recompute their context (vLLM's recompute preemption).
 
-With a prefix cache (``scheduler.kv.prefix_cache``, ``queue`` only; see
+With a prefix cache (``scheduler.kv.prefix_cache``; see
 :mod:`simulator.engine.prefix_cache`) the pool holds each request's own KV
 plus the cached blocks running requests reference, once however many share
-them: a prefill reserves its prompt, output and drafts less the blocks it
-found cached, and when it ends its new full prompt blocks move from its own
-KV to the cache. Blocks nobody references are free KV that is still cached:
-a prompt waiting for KV counts them free, and an allocation that needs more
-than the really free KV (free less those blocks) evicts them, least
-recently used first.
+them: a prefill reserves what ``on_full`` asks (its prompt, output and
+drafts, or its context and one token) less the blocks it found cached, and
+when it ends its new full prompt blocks move from its own KV to the cache.
+Blocks nobody references are free KV that is still cached: a prompt waiting
+for KV and a batch making room count them free, and an allocation (a
+prefill's reserve, a running request's new tokens) that needs more than
+the really free KV (free less those blocks) evicts them, least recently
+used first. A preempted request's blocks stay cached, unreferenced, so its
+recomputation finds its prompt's blocks unless they were evicted meanwhile.
 
 :class:`ReplicaKv` owns the pool and the policy. It touches the replica
 (:class:`~simulator.engine.replica_view.ReplicaView`) only to move requests
@@ -73,7 +76,7 @@ class ReplicaKv:
             ) * per_token
         return (req.context + 1) * per_token
 
-    # -- prefix cache (scheduler.kv.prefix_cache; on_full queue only) ----------------
+    # -- prefix cache (scheduler.kv.prefix_cache) ------------------------------------
     def _hits(self, req: RequestState, kind: str) -> list[Block]:
         """The cached blocks a prefill of ``req`` would use (none below the prefill LUT's grid)."""
         cache = self.cache
@@ -191,6 +194,18 @@ class ReplicaKv:
             req.kv_peak_mb = max(req.kv_peak_mb, need)
             if req not in holders:
                 holders.append(req)
+
+    def grow(self, req: RequestState, amount_mb: float, now_s: float) -> None:
+        """Add ``amount_mb`` of new tokens' KV to a running request (``preempt_recompute``).
+
+        The caller made room (:meth:`make_room`); with a prefix cache,
+        free-but-cached blocks are evicted first when the really free KV is short.
+        """
+        if self.cache is not None:
+            self._make_free(amount_mb)
+        self.pool.allocate(amount_mb, now_s)
+        req.kv_mb += amount_mb
+        req.kv_peak_mb = max(req.kv_peak_mb, req.kv_mb)
 
     def release(self, req: RequestState) -> None:
         """Free a request's KV (at completion or eviction)."""

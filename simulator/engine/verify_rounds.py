@@ -124,15 +124,12 @@ class VerifyRounds:
         now = replica.env.now
         per_token = replica.kv_mb_per_token[kind]
         grow = self.kv.grows
-        pool = self.kv.pool
         release = self.kv.release
         verify_round = speculation.verify_round
         for req in batch:
             gained = verify_round(req)
             if grow:
-                pool.allocate(gained * per_token, now)
-                req.kv_mb += gained * per_token
-                req.kv_peak_mb = max(req.kv_peak_mb, req.kv_mb)
+                self.kv.grow(req, gained * per_token, now)
             if kind == VERIFY:
                 if req.output_tokens <= req.generated:
                     release(req)

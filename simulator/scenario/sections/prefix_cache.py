@@ -15,8 +15,7 @@ PREFIX_ROUTERS = frozenset({"cache_aware"})
 def build_prefix_cache(ctx: BuildContext, lanes: LanesSpec) -> PrefixCacheSpec | None:
     """The prefix cache settings when enabled (``None``: off), refusing what it cannot run with.
 
-    The cache needs every prefill's KV reserved whole (``scheduler.kv.on_full:
-    queue``), prefill passes priced by the whole-round rules
+    The cache needs prefill passes priced by the whole-round rules
     (``prefill_first``, ``chunked_prefill``), and a run without the online
     planner (its what-if windows start from a state that holds no cache).
     """
@@ -33,16 +32,6 @@ def build_prefix_cache(ctx: BuildContext, lanes: LanesSpec) -> PrefixCacheSpec |
             )
         return None
     refused = False
-    on_full = ctx.doc["scheduler"]["kv"]["on_full"]
-    if on_full != "queue":
-        ctx.issue(
-            "scheduler.kv.on_full",
-            on_full,
-            f"queue while {KEY}.enabled is true (cached blocks live in KV that running "
-            "requests do not hold; KV growing token by token is not modelled with them)",
-            "prefix cache with KV that grows",
-        )
-        refused = True
     if lanes.split_rounds:
         rule = ctx.doc["scheduler"]["arbitration"]["policy"]
         ctx.issue(
