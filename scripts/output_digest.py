@@ -52,6 +52,10 @@ def runs() -> dict[str, tuple[Path, list[str]]]:
         BENCH / "distributed_rounds.yaml",
         PLANNER_VARIANTS["prefilter"],
     )
+    table["prefix_cache/sessions_cache_aware"] = (
+        ROOT / "scenarios" / "prefix_cache" / "sessions_llama31_8b_h100.yaml",
+        ["scheduler.kv.prefix_cache.enabled=true", "scheduler.routing.policy=cache_aware"],
+    )
     return table
 
 

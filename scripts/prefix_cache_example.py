@@ -1,12 +1,13 @@
-"""Run the prefix-caching example with and without the cache and print what changed.
+"""Run a prefix-caching example with and without the cache and print what changed.
 
 Usage::
 
-    python scripts/prefix_cache_example.py [--set KEY=VALUE ...]
+    python scripts/prefix_cache_example.py [--scenario mooncake|sessions] [--set KEY=VALUE ...]
 
 Runs ``scenarios/prefix_cache/mooncake_llama31_8b_h100.yaml`` (the Mooncake
-conversation trace's first 600 requests, with their block ids) as
-:data:`VARIANTS` say: the prefix cache off, on with the scenario's routing
+conversation trace's first 600 requests, with their block ids; the default)
+or ``scenarios/prefix_cache/sessions_llama31_8b_h100.yaml`` (synthetic
+multi-turn sessions) as :data:`VARIANTS` say: the prefix cache off, on with the scenario's routing
 (``least_outstanding``), and on with ``cache_aware`` routing. Prints one row
 per variant (markdown): TTFT p50 and p99, SLO attainment, goodput, GPU-hours,
 token hit rate and prefill tokens saved, then the hit rate one cache that
@@ -28,7 +29,11 @@ from simulator.rng import RandomStreams  # noqa: E402
 from simulator.workload import RequestTable  # noqa: E402
 from simulator.workload.generate import generate_requests  # noqa: E402
 
-SCENARIO = ROOT / "scenarios" / "prefix_cache" / "mooncake_llama31_8b_h100.yaml"
+SCENARIOS = {
+    "mooncake": ROOT / "scenarios" / "prefix_cache" / "mooncake_llama31_8b_h100.yaml",
+    "sessions": ROOT / "scenarios" / "prefix_cache" / "sessions_llama31_8b_h100.yaml",
+}
+"""``--scenario`` name -> scenario file."""
 
 VARIANTS: dict[str, list[str]] = {
     "cache off, least_outstanding": [],
@@ -66,8 +71,9 @@ def unbounded_hit_rate(table: RequestTable, block_tokens: int) -> float:
     seen: set[tuple[int, ...]] = set()
     hit = 0
     prompts = 0
-    blocks = table.prefix_blocks or ()
-    for ids, prompt in zip(blocks, table.prompt_tokens.tolist(), strict=True):
+    prefixes = table.prefixes(block_tokens)
+    for rid, prompt in zip(table.request_id.tolist(), table.prompt_tokens.tolist(), strict=True):
+        ids = prefixes.get(rid, ())
         usable = min(len(ids), (prompt - 1) // block_tokens)
         found = 0
         while found < usable and ids[: found + 1] in seen:
@@ -81,6 +87,7 @@ def unbounded_hit_rate(table: RequestTable, block_tokens: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="mooncake")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     print(
@@ -89,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for label, overrides in VARIANTS.items():
-        scenario = load_scenario(SCENARIO, [*overrides, *args.set])
+        scenario = load_scenario(SCENARIOS[args.scenario], [*overrides, *args.set])
         result = run(scenario)
         print(row(label, result.summary))
     cache = scenario.scheduler.prefix_cache

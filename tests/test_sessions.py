@@ -17,6 +17,7 @@ from simulator.workload.generate import generate_requests
 from simulator.workload.slo import DEFAULT_CLASS, SloTargets
 from simulator.workload.spec import Sessions, SyntheticSource, WorkloadSpec
 from tests.engine_fixtures import synthetic, write_scenario
+from tests.script_modules import load_script
 
 SLO = {"ttft_ms": 60000, "tpot_ms": 1000}
 
@@ -149,3 +150,17 @@ def test_sessions_it_cannot_generate_are_refused(tmp_path, sessions, shared, key
     path = write_scenario(tmp_path, mode="none", workload=workload)
     lines = _issues(path)
     assert any(key in line and allowed in line for line in lines), "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_the_example_script_runs_the_sessions_scenario(capsys):
+    """The README's table: cache-aware routing finds more than routing by load."""
+    root = Path(__file__).resolve().parent.parent
+    script = load_script(root / "scripts" / "prefix_cache_example.py", "prefix_cache_example")
+    assert script.main(["--scenario", "sessions"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines[2:5]}
+    assert set(rows) == set(script.VARIANTS)
+    on, aware = rows["cache on, least_outstanding"], rows["cache on, cache_aware"]
+    assert float(on[6].rstrip("%")) < float(aware[6].rstrip("%"))
+    assert "would find" in lines[-1]
