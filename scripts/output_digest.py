@@ -7,7 +7,7 @@ Usage::
 
 Runs every example scenario at its test size (the golden tests' overrides)
 with two seeds, the benchmark scenarios and the planner benchmark's
-pre-filtered run, writes each run's results as ``simulate run`` does and
+pre-filtered run and the disaggregated example runs, writes each run's results as ``simulate run`` does and
 hashes every file whose content depends only on the scenario and seed
 (``summary.json``, ``requests.csv``, ``timeseries.csv``, ``planner_log.csv``;
 not ``run.json``, which holds wall time and versions). Exit status 1 when a
@@ -32,6 +32,7 @@ from tests.golden.runs import EXAMPLES, TEST_SIZE  # noqa: E402
 
 DIGEST_FILE = Path(__file__).with_name("output_digests.json")
 BENCH = ROOT / "scenarios" / "bench"
+DISAGGREGATION = ROOT / "scenarios" / "disaggregation"
 HASHED = ("summary.json", "requests.csv", "timeseries.csv", "planner_log.csv")
 SEEDS = (0, 1)
 
@@ -56,6 +57,8 @@ def runs() -> dict[str, tuple[Path, list[str]]]:
         ROOT / "scenarios" / "prefix_cache" / "sessions_llama31_8b_h100.yaml",
         ["scheduler.kv.prefix_cache.enabled=true", "scheduler.routing.policy=cache_aware"],
     )
+    for name in ("disaggregated", "disaggregated_fused"):
+        table[f"disaggregation/{name}"] = (DISAGGREGATION / f"{name}.yaml", [])
     return table
 
 

@@ -14,6 +14,7 @@ from simulator.engine.core import Engine, ProgressHook
 from simulator.engine.records import REQUEST_COLUMNS, EngineOutput, InFlight, RequestColumns
 from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import Tracer
+from simulator.metrics.disaggregation import add_transfer_columns
 from simulator.metrics.summary import slo_flags, summarise
 from simulator.planner.log import planner_log
 from simulator.rng import RandomStreams
@@ -226,6 +227,8 @@ def _result(
     if output.prefix_cache is not None:
         cached = output.prefix_cache.cached_tokens
         frame["cached_tokens"] = [cached.get(int(i), 0) for i in frame["request_id"]]
+    if output.disaggregation is not None:
+        add_transfer_columns(frame, output.disaggregation)
     slos = {name: table.slo_of(name) for name in sorted(set(frame["slo_class"]) | {"default"})}
     for name, flags in slo_flags(frame, slos).items():
         frame[name] = flags

@@ -11,6 +11,7 @@ import pytest
 
 from simulator import load_scenario, run
 from simulator.engine.timeseries import PLANNER_COLUMNS
+from simulator.metrics.disaggregation import KV_COLUMNS
 from simulator.outputs import write_results
 from tests.engine_fixtures import synthetic, write_scenario
 
@@ -46,8 +47,11 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_reference_lists_exactly_the_columns_written(distributed: Path) -> None:
-    # ``cached_tokens`` is written only with a prefix cache (tests/test_prefix_cache.py).
-    requests = [c for c in documented_columns("requests.csv") if c != "cached_tokens"]
+    # ``cached_tokens`` is written only with a prefix cache (tests/test_prefix_cache.py), the
+    # KV transfer columns only with prefill and decode pools (tests/test_disaggregation.py).
+    requests = [
+        c for c in documented_columns("requests.csv") if c not in ("cached_tokens", *KV_COLUMNS)
+    ]
     assert requests == header(distributed / "requests.csv")
     timeseries = documented_columns("timeseries.csv")
     assert timeseries == [*header(distributed / "timeseries.csv"), *PLANNER_COLUMNS]

@@ -44,6 +44,7 @@ import simpy
 from simulator.engine.binding import PolicyBinder
 from simulator.engine.clock import URGENT, call_after
 from simulator.engine.closed_loop import ClosedLoopDriver
+from simulator.engine.disaggregation import Disaggregation, disaggregation_output
 from simulator.engine.dispatcher import Dispatcher
 from simulator.engine.fleet import Fleet
 from simulator.engine.flow import RequestFlow
@@ -202,6 +203,7 @@ class Engine:
             streams.get("devices"),
         )
         flow.on_freed = dispatcher.offer_waiting
+        self.disaggregation = Disaggregation.of(dispatcher, flow, self.network)
         self.replicas = fleet.replicas
         """Every replica by global index (the fleet's list)."""
         self.sampler = TimeseriesSampler(
@@ -468,6 +470,7 @@ class Engine:
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
             prefix_cache=cache_output([r.kv_rule.cache for r in replicas], replicas[0].context),
+            disaggregation=disaggregation_output(self.disaggregation),
         )
 
 

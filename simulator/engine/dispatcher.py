@@ -81,6 +81,9 @@ class Dispatcher:
     ) -> None:
         self.runtime = runtime
         self.clients = runtime.clients
+        self.entry_replicas: list[TargetReplica] = fleet.serving
+        """The replicas new requests are routed to: those serving (a disaggregated
+        fleet's prefill replicas)."""
         self.requests = requests
         self.env = env
         self.fleet = fleet
@@ -328,7 +331,7 @@ class Dispatcher:
 
     def linked_replicas(self, req: RequestState) -> list[TargetReplica]:
         """Replicas linked to the request's origin (all when it has none, or none is linked)."""
-        serving = self.fleet.serving
+        serving = self.entry_replicas
         if req.origin:
             links = self.clients[req.origin].links
             linked = [r for r in serving if r.pool in links]

@@ -79,6 +79,10 @@ class RequestFlow:
         """When the last request ended (a run to completion ends then)."""
         self.migrating: set[int] = set()
         """Ids of window-start requests moved off a replica the window lacks, until re-prefilled."""
+        self.hand_over: Callable[[RequestState, str, TargetReplica], None] | None = None
+        """Disaggregated serving: moves a prefilled request to a decode replica (``None``: off)."""
+        self.on_kv_freed: Callable[[], None] | None = None
+        """Disaggregated serving: a finished request freed KV on its replica (``None``: off)."""
 
     # -- transfers -------------------------------------------------------------
     def at(self, time_s: float, action: Callable[[], None]) -> None:
@@ -146,7 +150,6 @@ class RequestFlow:
     # -- what servers report ---------------------------------------------------------
     def on_prefilled(self, req: RequestState, kind: str) -> None:
         """Prefill done (first token committed, or a preempted context recomputed)."""
-        now = self.env.now
         replica = self.replicas[req.replica]
         if req.generated > 0:
             if self.migrating and req.request_id in self.migrating:
@@ -161,6 +164,14 @@ class RequestFlow:
         replica.tokens_out += 1
         if self.predicts_ttft:
             self.prefill_done(req)
+        if self.hand_over is not None and req.remaining > 0:
+            self.hand_over(req, kind, replica)
+            return
+        self.first_token_out(req, replica, kind)
+
+    def first_token_out(self, req: RequestState, replica: TargetReplica, kind: str) -> None:
+        """The request's first token leaves ``replica``; it goes on decoding there (or ends)."""
+        now = self.env.now
         req.first_token_server_s = now
         req.tpot_origin_s = now
         arrive_s = self.download(req, self.payload.bytes_per_result_token, now)
@@ -194,6 +205,8 @@ class RequestFlow:
         """The target committed the last token of a none/fused request."""
         replica = self.replicas[req.replica]
         req.finish_server_s = now_s
+        if self.on_kv_freed is not None:
+            self.on_kv_freed()
         payload = self.payload.bytes_per_result_token
         if req.downlink is not None and req.output_tokens > 2:
             # Tokens between the first and the last stream as they are made;

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from simulator.engine.gpu_share import GpuTime
+from simulator.engine.kv_records import DisaggregationOutput
 from simulator.engine.prefix_cache import PrefixCacheOutput
 from simulator.engine.usage import ClassUsage
 
@@ -189,6 +190,8 @@ class EngineOutput:
     """Runs with a planner: its decisions, one row per candidate per round."""
     prefix_cache: PrefixCacheOutput | None = None
     """Runs with a prefix cache: its counts per replica and cached tokens per request."""
+    disaggregation: DisaggregationOutput | None = None
+    """Runs with prefill and decode pools: their KV transfers."""
 
     @property
     def records(self) -> tuple[RequestRecord, ...]:

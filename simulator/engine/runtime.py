@@ -60,6 +60,8 @@ class ReplicaPlan:
         role: The work new requests bring it (see :data:`ROLE_MODES`): ``both``
             unless a planner's draft/verify split gave it ``draft`` or ``verify``.
         tensor_parallel: Its tensor-parallel degree (its profile's).
+        serves: ``colocated`` (it prefills and decodes), ``prefill`` or
+            ``decode`` (``hardware_profiles[].role``: disaggregated serving).
     """
 
     pool: str
@@ -73,6 +75,7 @@ class ReplicaPlan:
     lane_costs: LaneCosts | None = None
     role: str = "both"
     tensor_parallel: int = 1
+    serves: str = "colocated"
 
 
 NEVER_S = 1e15
@@ -250,6 +253,8 @@ class Runtime:
         tensor_parallel_plans: ``(pool, degree)`` -> a replica of the pool at
             that tensor-parallel degree (the online planner's
             ``tensor_parallel`` candidates; empty without them).
+        kv_links: ``(prefill pool, decode pool)`` -> the link carrying KV
+            between them (disaggregated serving; empty without it).
     """
 
     settings: RunSettings
@@ -258,6 +263,7 @@ class Runtime:
     classes: tuple[ClassInfo, ...]
     luts: LutManager
     tensor_parallel_plans: Mapping[tuple[str, int], ReplicaPlan] = field(default_factory=dict)
+    kv_links: Mapping[tuple[str, str], Link] = field(default_factory=dict)
 
 
 class _Resolver:
@@ -327,6 +333,7 @@ class _Resolver:
             fused_acceptance=self.acceptance(device.fused_model) if fused else None,
             lane_costs=self.lane_costs(device),
             tensor_parallel=device.tensor_parallel,
+            serves=device.role,
         )
 
     def tree_cost(self, fused: ModelSpec, device: DeviceClass) -> TreeRoundCost | None:
@@ -501,4 +508,24 @@ def build_runtime(scenario: Scenario) -> Runtime:
     plans = {
         key: resolver.replica(device) for key, device in scenario.tensor_parallel_classes.items()
     }
-    return Runtime(settings, tuple(replicas), clients, tuple(classes), scenario.luts, plans)
+    return Runtime(
+        settings,
+        tuple(replicas),
+        clients,
+        tuple(classes),
+        scenario.luts,
+        plans,
+        _kv_links(scenario),
+    )
+
+
+def _kv_links(scenario: Scenario) -> dict[tuple[str, str], Link]:
+    """The links between prefill and decode pools, by (prefill pool, decode pool)."""
+    roles = {d.id: d.role for d in scenario.devices if d.type == "target"}
+    out: dict[tuple[str, str], Link] = {}
+    for link in scenario.network.links:
+        if roles.get(link.src) == "prefill" and roles.get(link.dst) == "decode":
+            out[(link.src, link.dst)] = link
+        elif roles.get(link.dst) == "prefill" and roles.get(link.src) == "decode":
+            out[(link.dst, link.src)] = link
+    return out

@@ -130,6 +130,8 @@ class TargetReplica:
         """Its planner state: :data:`LOADING`, :data:`SERVING`, :data:`DRAINING` or :data:`RETIRED`."""
         self.plan = plan
         self.role = plan.role
+        self.serves = plan.serves
+        """``colocated``, or ``prefill``/``decode`` in a disaggregated fleet."""
         """The requests routing sends it: ``both``, ``draft`` (fused) or ``verify`` (bundles)."""
         self.ready_s = -INF
         """When a replica a planner added takes work (``-inf``: from the start)."""

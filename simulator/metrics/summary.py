@@ -40,6 +40,7 @@ import pandas as pd
 from simulator.engine.gpu_share import GpuTime
 from simulator.engine.records import EngineOutput
 from simulator.errors import NonFiniteResult
+from simulator.metrics.disaggregation import disaggregation_summary
 from simulator.metrics.energy_cost import cost_section, energy_section
 from simulator.metrics.prefix_cache import prefix_cache_summary
 from simulator.workload import SloTargets
@@ -393,6 +394,8 @@ def summarise(
     }
     if output.prefix_cache is not None:
         summary["prefix_cache"] = prefix_cache_summary(output.prefix_cache)
+    if output.disaggregation is not None:
+        summary["disaggregation"] = disaggregation_summary(output, output.disaggregation, held)
     cleaned: dict[str, Any] = _clean(summary)
     return cleaned
 

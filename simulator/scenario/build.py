@@ -29,6 +29,7 @@ from simulator.scenario.sections.devices import (
     check_engine_layers,
     load_profiles,
 )
+from simulator.scenario.sections.disaggregation import check_disaggregation
 from simulator.scenario.sections.lanes import build_lanes
 from simulator.scenario.sections.models import (
     build_models,
@@ -84,6 +85,7 @@ def build_scenario(
     check_kv_guard(ctx, classes)
     check_lut_coverage(ctx, classes, models, luts)
     check_client_links(ctx, classes, network)
+    check_disaggregation(ctx, classes, network)
     speculation = replace(
         build_speculation(ctx, models, curves), tree=build_tree(ctx, classes, luts)
     )

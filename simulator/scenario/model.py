@@ -102,6 +102,9 @@ class DeviceClass:
             list); empty otherwise.
         engine: A target class: the engine profile its replicas run steps with
             (``hardware_profiles[].engine``); ``None`` for client devices.
+        role: A target class: ``colocated``, ``prefill`` or ``decode``
+            (``hardware_profiles[].role``; disaggregated serving); client
+            devices: ``colocated``.
     """
 
     id: str
@@ -117,6 +120,7 @@ class DeviceClass:
     availability: Availability
     draft_models: tuple[str, ...] = ()
     engine: EngineProfile | None = None
+    role: str = "colocated"
 
     @property
     def hardware(self) -> str:

@@ -144,6 +144,7 @@ def build_device_classes(
                 availability=availability,
                 draft_models=drafters,
                 engine=engine,
+                role=str(entry["role"]),
             )
         )
     _check_replica_total(ctx)

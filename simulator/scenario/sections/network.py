@@ -1,7 +1,8 @@
 """``network``: the links between device classes, jitter and payload sizes.
 
-Checks each link joins two declared classes of different types once, and
-that every client class is linked to a target pool.
+Checks each link joins two declared classes of different types once (or a
+prefill and a decode target class), and that every client class is linked
+to a target pool.
 """
 
 from __future__ import annotations
@@ -12,9 +13,26 @@ from simulator.scenario.model import DeviceClass, JitterSpec, Link, NetworkSpec,
 from simulator.scenario.sections.context import BuildContext
 
 
+def target_roles(doc: Mapping[str, object]) -> dict[str, str]:
+    """The role of every target class of a scenario document, by id."""
+    entries = doc["hardware_profiles"]
+    assert isinstance(entries, list)
+    return {e["id"]: e["role"] for e in entries if e["type"] == "target"}
+
+
+def joins_prefill_and_decode(roles: Mapping[str, str], a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are a prefill and a decode target class (a KV link may join them)."""
+    return {roles.get(a), roles.get(b)} == {"prefill", "decode"}
+
+
 def build_network(ctx: BuildContext, device_ids: Mapping[str, str]) -> NetworkSpec:
-    """Build the links (between declared, different device classes), jitter and payload sizes."""
+    """Build the links (between declared, different device classes), jitter and payload sizes.
+
+    Two target classes may be linked only when one is a prefill and the
+    other a decode class (the link carries KV between them).
+    """
     net = ctx.doc["network"]
+    roles = target_roles(ctx.doc)
     links: list[Link] = []
     seen: set[frozenset[str]] = set()
     for index, raw in enumerate(net["links"]):
@@ -31,12 +49,17 @@ def build_network(ctx: BuildContext, device_ids: Mapping[str, str]) -> NetworkSp
         src_type, dst_type = device_ids.get(raw["src"]), device_ids.get(raw["dst"])
         if raw["src"] == raw["dst"]:
             ctx.issue(f"{key}.dst", raw["dst"], "a different device than src", "link to itself")
-        elif src_type is not None and src_type == dst_type:
+        elif (
+            src_type is not None
+            and src_type == dst_type
+            and not joins_prefill_and_decode(roles, raw["src"], raw["dst"])
+        ):
             other = "target" if src_type == "draft" else "draft"
             ctx.issue(
                 f"{key}.dst",
                 raw["dst"],
-                f"a {other} class: a link joins client devices (draft) to a target pool",
+                f"a {other} class: a link joins client devices (draft) to a target pool"
+                + (", or a prefill class to a decode class" if src_type == "target" else ""),
                 f"link between two {src_type} classes ({raw['src']} and {raw['dst']}): "
                 "no work moves between them in this version",
             )

@@ -1,0 +1,101 @@
+"""Disaggregated serving wired into a run: prefill replicas, decode replicas and their KV links.
+
+Built once, when the run starts, only when the scenario has prefill pools
+(``hardware_profiles[].role``); otherwise nothing of it exists and no hot
+path asks about it. It routes new requests to prefill replicas only, hands
+each prefilled request to :class:`~simulator.engine.kv_transfer.KvTransfers`
+(which chooses its decode replica, reserves its KV there and moves it), and
+on the KV's arrival resolves the request's channels to its client's link
+with the decode pool and lets its first token leave from there: the
+request's TTFT includes the transfer. Whenever a decode replica finishes a
+request (freeing KV), requests waiting for a decode replica are retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from simulator.engine.dispatcher import Dispatcher
+from simulator.engine.flow import RequestFlow
+from simulator.engine.kv_records import DisaggregationOutput
+from simulator.engine.kv_transfer import KvHolder, KvTransfers
+from simulator.engine.network import Channel, Network
+from simulator.engine.request_state import RequestState
+from simulator.engine.target import TargetReplica
+from simulator.scenario.model import Link
+
+PREFILL = "prefill"
+DECODE = "decode"
+
+
+class Disaggregation:
+    """The run's prefill and decode pools (see the module docstring).
+
+    Args:
+        dispatcher: The run's dispatcher (its fleet's replicas, clients and links).
+        flow: The run's request flow.
+        network: The run's network.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, flow: RequestFlow, network: Network) -> None:
+        replicas = dispatcher.fleet.replicas
+        self.replicas = replicas
+        self.flow = flow
+        self.network = network
+        self.kv_links: Mapping[tuple[str, str], Link] = dispatcher.runtime.kv_links
+        """``(prefill pool, decode pool)`` -> the link between them."""
+        self.clients = dispatcher.clients
+        self.prefill = [r for r in replicas if r.serves == PREFILL]
+        self.decode = [r for r in replicas if r.serves == DECODE]
+        self.transfers = KvTransfers(
+            lambda: flow.env.now, flow.at, self.decode, self._channel, self._arrived
+        )
+        dispatcher.entry_replicas = self.prefill
+        flow.hand_over = self._hand_over
+        flow.on_kv_freed = self.transfers.retry
+
+    @staticmethod
+    def of(dispatcher: Dispatcher, flow: RequestFlow, network: Network) -> Disaggregation | None:
+        """The run's disaggregation, ``None`` when it has no prefill pool."""
+        if not any(r.serves == PREFILL for r in dispatcher.fleet.replicas):
+            return None
+        return Disaggregation(dispatcher, flow, network)
+
+    def output(self) -> DisaggregationOutput:
+        """What the hand-overs did, for the run's output."""
+        transfers = self.transfers
+        return DisaggregationOutput(
+            tuple(transfers.records),
+            tuple(r.serves for r in self.replicas),
+            len(transfers.waiting),
+        )
+
+    def _hand_over(self, req: RequestState, kind: str, replica: TargetReplica) -> None:
+        self.transfers.hand_over(req, kind, replica)
+
+    def _channel(self, req: RequestState, prefill: KvHolder, pool: str) -> Channel | None:
+        """The channel carrying the request's KV from ``prefill`` to ``pool`` (``None``: none)."""
+        link = self.kv_links.get((prefill.pool, pool))
+        if link is None:
+            return None
+        if req.origin and pool not in self.clients[req.origin].links:
+            return None  # its tokens could not reach its client from there
+        up, down = self.network.channels(link, prefill.index)
+        return up if link.src == prefill.pool else down
+
+    def _arrived(self, req: RequestState, kind: str, decode: KvHolder) -> None:
+        """The KV is on the decode replica: the first token leaves from there."""
+        replica = self.replicas[decode.index]
+        if req.origin:
+            link = self.clients[req.origin].links[replica.pool]
+            req.uplink, req.downlink = self.network.channels(link, req.device)
+        self.flow.first_token_out(req, replica, kind)
+        if replica.decode_runs.run is not None:
+            # A run of decode iterations keeps its batch: end it at its next
+            # boundary so that the arrived request joins the next iteration.
+            replica.decode_runs.cut()
+
+
+def disaggregation_output(disaggregation: Disaggregation | None) -> DisaggregationOutput | None:
+    """The run's KV hand-overs (``None``: the fleet is colocated)."""
+    return disaggregation.output() if disaggregation is not None else None

@@ -1,0 +1,188 @@
+"""Disaggregated serving: moving a prefilled request's KV from a prefill replica to a decode replica.
+
+In a disaggregated fleet a request is prefilled on a replica of a prefill
+pool and decodes on a replica of a decode pool. :class:`KvTransfers` does
+the hand-over between the two:
+
+1. **Choice.** Among the decode replicas whose pool is linked to the
+   prefill replica's pool and whose free KV can hold the request now, it
+   takes the one with the fewest outstanding requests, then the earliest
+   estimated arrival of the KV (nominal bandwidth and RTT of the link),
+   then the lowest index.
+2. **Reservation before the transfer.** The chosen replica reserves the
+   request's KV (:meth:`KvHolder.hold`, what its ``scheduler.kv.on_full``
+   rule needs to decode the request) before a byte is sent, so an arriving
+   request always has room.
+3. **Transfer.** The bytes are the prefill pool's KV per token times the
+   prompt tokens plus the first token (the LUT's ``kv_delta_mb`` is in MiB:
+   ``kv_mib_per_token`` in ``lut_population/work.py``, so one MB here is
+   2**20 bytes). They cross the link between the two pools through the
+   prefill replica's instance of that link (a
+   :class:`~simulator.engine.network.Channel`), so a transfer takes
+   ``bytes x 8 / bandwidth + rtt / 2`` after the transfers already queued on
+   that replica's link, with the link's jitter and loss as for any other
+   transfer.
+4. **Release.** The prefill replica holds the request's KV until the last
+   byte has arrived, then frees it; the request continues on its decode
+   replica (``on_arrived``), which counts it as outstanding and is its
+   ``req.replica`` from the start of the transfer.
+
+**When no decode replica can reserve the KV** the request waits on its
+prefill replica, still holding its KV there, in one first-in first-out
+queue; :meth:`KvTransfers.retry` (called whenever a decode replica frees KV)
+places waiting requests from the head of that queue until the head cannot
+be placed (decode instances pull KV when they have room, as in DistServe).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Protocol
+
+from simulator.engine.kv import KvPool
+from simulator.engine.kv_records import TransferRecord
+from simulator.engine.network import BITS_PER_BYTE, Channel
+from simulator.engine.request_state import RequestState
+
+BYTES_PER_MB = float(2**20)
+"""The LUT's KV megabytes are MiB (``kv_mib_per_token`` in ``lut_population/work.py``)."""
+
+
+class KvHolder(Protocol):
+    """What the hand-over needs of a target replica (:class:`~simulator.engine.target.TargetReplica`)."""
+
+    index: int
+    pool: str
+    kv: KvPool
+    outstanding: int
+    kv_mb_per_token: Mapping[str, float]
+
+    def kv_need_mb(self, req: RequestState, kind: str) -> float:
+        """KV the request must hold on it to decode."""
+
+    def hold(self, req: RequestState, kind: str) -> None:
+        """Reserve the KV of a request that is already past prefill."""
+
+    def finish(self, req: RequestState) -> None:
+        """Free the request's KV (``req.kv_mb``) and let the replica admit more work."""
+
+
+def kv_bytes(prompt_tokens: int, mb_per_token: float) -> float:
+    """Bytes of the KV of a prefilled request: its prompt and its first token."""
+    return (prompt_tokens + 1) * mb_per_token * BYTES_PER_MB
+
+
+def nominal_transfer_s(nbytes: float, bw_mbps: float, rtt_ms: float) -> float:
+    """A transfer's duration on an idle link without jitter or loss: bytes / bandwidth + RTT / 2."""
+    return nbytes * BITS_PER_BYTE / (bw_mbps * 1e6) + rtt_ms / 2000.0
+
+
+Arrived = Callable[[RequestState, str, KvHolder], None]
+"""Called when a request's KV has reached its decode replica (the request, its kind, the replica)."""
+
+
+class KvTransfers:
+    """Hands prefilled requests from prefill replicas to decode replicas (see the module docstring).
+
+    Args:
+        now: The simulated clock (seconds).
+        at: Runs an action at a time (now or later).
+        decode_replicas: Every decode replica, in index order.
+        channel: The channel carrying a request's KV from a prefill replica to
+            a decode pool (``None``: the request cannot go there: the pools, or
+            the request's client and the decode pool, are not linked).
+        on_arrived: Continues a request on its decode replica.
+    """
+
+    def __init__(
+        self,
+        now: Callable[[], float],
+        at: Callable[[float, Callable[[], None]], None],
+        decode_replicas: Sequence[KvHolder],
+        channel: Callable[[RequestState, KvHolder, str], Channel | None],
+        on_arrived: Arrived,
+    ) -> None:
+        self._now = now
+        self._at = at
+        self.decode_replicas = list(decode_replicas)
+        self._channel = channel
+        self._on_arrived = on_arrived
+        self.waiting: deque[tuple[RequestState, str, KvHolder, float]] = deque()
+        """Requests prefilled and waiting for a decode replica: (request, kind, prefill replica, since)."""
+        self.records: list[TransferRecord] = []
+        """Every transfer started so far."""
+        self.bytes_moved = 0.0
+        """Bytes of KV sent so far."""
+
+    def hand_over(self, req: RequestState, kind: str, prefill: KvHolder) -> None:
+        """A request's prefill is done on ``prefill``: move its KV to a decode replica or wait."""
+        now = self._now()
+        if self.waiting or not self._place(req, kind, prefill, now):
+            self.waiting.append((req, kind, prefill, now))
+
+    def retry(self) -> None:
+        """A decode replica freed KV: place waiting requests, first come first, while the head fits."""
+        waiting = self.waiting
+        while waiting:
+            req, kind, prefill, since_s = waiting[0]
+            if not self._place(req, kind, prefill, since_s):
+                return
+            waiting.popleft()
+
+    def _choose(
+        self, req: RequestState, kind: str, prefill: KvHolder
+    ) -> tuple[KvHolder, Channel] | None:
+        """The decode replica and channel for the request (``None``: none can reserve its KV now)."""
+        best: tuple[int, float, int] | None = None
+        chosen: tuple[KvHolder, Channel] | None = None
+        nbytes = kv_bytes(req.prompt_tokens, prefill.kv_mb_per_token[kind])
+        for replica in self.decode_replicas:
+            channel = self._channel(req, prefill, replica.pool)
+            if channel is None or not replica.kv.fits(replica.kv_need_mb(req, kind)):
+                continue
+            link = channel.link
+            rank = (
+                replica.outstanding,
+                nominal_transfer_s(nbytes, link.bw_mbps, link.rtt_ms),
+                replica.index,
+            )
+            if best is None or rank < best:
+                best, chosen = rank, (replica, channel)
+        return chosen
+
+    def _place(self, req: RequestState, kind: str, prefill: KvHolder, since_s: float) -> bool:
+        """Reserve the request's KV on a decode replica and start its transfer; ``False``: none fits."""
+        choice = self._choose(req, kind, prefill)
+        if choice is None:
+            return False
+        decode, channel = choice
+        now = self._now()
+        prefill_mb = req.kv_mb
+        peak_mb = req.kv_peak_mb
+        decode.hold(req, kind)
+        req.kv_peak_mb = max(peak_mb, req.kv_peak_mb)
+        prefill.outstanding -= 1
+        decode.outstanding += 1
+        req.replica = decode.index
+        nbytes = kv_bytes(req.prompt_tokens, prefill.kv_mb_per_token[kind])
+        arrive_s = channel.send(nbytes, now)
+        self.bytes_moved += nbytes
+        self.records.append(
+            TransferRecord(
+                req.request_id, prefill.index, decode.index, nbytes, now - since_s, arrive_s - now
+            )
+        )
+        self._at(arrive_s, partial(self._arrive, req, kind, prefill, decode, prefill_mb))
+        return True
+
+    def _arrive(
+        self, req: RequestState, kind: str, prefill: KvHolder, decode: KvHolder, prefill_mb: float
+    ) -> None:
+        """The last byte reached the decode replica: the prefill replica frees its copy."""
+        decode_mb = req.kv_mb
+        req.kv_mb = prefill_mb
+        prefill.finish(req)
+        req.kv_mb = decode_mb
+        self._on_arrived(req, kind, decode)
