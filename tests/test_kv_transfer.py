@@ -33,6 +33,8 @@ class FakeReplica:
         self.outstanding = 0
         self.kv_mb_per_token: Mapping[str, float] = {"decode": MB_PER_TOKEN}
         self.finished: list[tuple[int, float]] = []
+        self.holders: list[RequestState] = []
+        self.max_running = 1000
         self.clock = 0.0
 
     def kv_need_mb(self, req: RequestState, kind: str) -> float:
@@ -188,3 +190,15 @@ def test_the_decode_replica_with_fewest_outstanding_requests_is_chosen() -> None
     transfers.hand_over(_request(6, 10, 10, 0.0), "decode", prefill)
     assert [r.decode_replica for r in transfers.records] == [2, 2]
     assert decodes[1].outstanding == 2
+
+
+def test_a_decode_replica_running_its_most_requests_takes_no_more() -> None:
+    _, prefill, decodes, transfers, _ = _setup(1_000.0)
+    decodes[0].max_running = 0
+    decodes[1].max_running = 0
+    req = _request(8, 10, 10, 0.0)
+    transfers.hand_over(req, "decode", prefill)
+    assert [r.request_id for r, *_ in transfers.waiting] == [8]
+    decodes[1].max_running = 1
+    transfers.retry()
+    assert [r.decode_replica for r in transfers.records] == [2]

@@ -6,6 +6,7 @@ the hand-over between the two:
 
 1. **Choice.** Among the decode replicas whose pool is linked to the
    prefill replica's pool and whose free KV can hold the request now, it
+   holding fewer than ``scheduler.max_running_requests`` requests,
    takes the one with the fewest outstanding requests, then the earliest
    estimated arrival of the KV (nominal bandwidth and RTT of the link),
    then the lowest index.
@@ -27,7 +28,7 @@ the hand-over between the two:
    replica (``on_arrived``), which counts it as outstanding and is its
    ``req.replica`` from the start of the transfer.
 
-**When no decode replica can reserve the KV** the request waits on its
+**When no decode replica can reserve the KV** (or take another request) the request waits on its
 prefill replica, still holding its KV there, in one first-in first-out
 queue; :meth:`KvTransfers.retry` (called whenever a decode replica frees KV)
 places waiting requests from the head of that queue until the head cannot
@@ -58,6 +59,8 @@ class KvHolder(Protocol):
     kv: KvPool
     outstanding: int
     kv_mb_per_token: Mapping[str, float]
+    holders: list[RequestState]
+    max_running: int
 
     def kv_need_mb(self, req: RequestState, kind: str) -> float:
         """KV the request must hold on it to decode."""
@@ -140,7 +143,11 @@ class KvTransfers:
         nbytes = kv_bytes(req.prompt_tokens, prefill.kv_mb_per_token[kind])
         for replica in self.decode_replicas:
             channel = self._channel(req, prefill, replica.pool)
-            if channel is None or not replica.kv.fits(replica.kv_need_mb(req, kind)):
+            if (
+                channel is None
+                or len(replica.holders) >= replica.max_running
+                or not replica.kv.fits(replica.kv_need_mb(req, kind))
+            ):
                 continue
             link = channel.link
             rank = (
