@@ -81,8 +81,10 @@ SCENARIOS: tuple[Configuration, ...] = (
         "scenarios/distserve_check/colocated_opt13b_a100_vllm_costs.yaml",
         2,
     ),
+    Configuration("disaggregated", "scenarios/distserve_check/disaggregated_opt13b_a100.yaml", 2),
 )
-"""The configurations compared; the disaggregated one joins as one more entry."""
+"""The configurations compared: colocated (priced by DistServe's fit, and by its fit of vLLM)
+and disaggregated (one prefill and one decode replica, DistServe's fit)."""
 
 
 def opt_lengths(trace: Path = TRACE) -> pd.DataFrame:

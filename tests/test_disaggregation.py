@@ -197,6 +197,12 @@ def _issues(path: Path) -> list[str]:
             "True",
             "false with prefill and decode pools",
         ),
+        (
+            {"scheduler.kv.on_full": "preempt_recompute"},
+            "scheduler.kv.on_full",
+            "preempt_recompute",
+            "queue with prefill and decode pools",
+        ),
     ],
 )
 def test_what_a_disaggregated_fleet_cannot_be_is_refused(

@@ -9,7 +9,8 @@ the KV), and every client class linked to a prefill class linked to a
 decode class the client is linked to as well (its prompt goes to a prefill
 replica, its tokens come from a decode replica). Speculation modes none
 and fused only (a client drafting against a decode replica is not modelled
-yet), no planner and no prefix cache.
+yet), KV reserved whole (``scheduler.kv.on_full: queue``), no planner and no
+prefix cache.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ def check_disaggregation(
             True,
             "false with prefill and decode pools",
             "the planner cannot resize or re-split disaggregated pools",
+        )
+    if doc["scheduler"]["kv"]["on_full"] != "queue":
+        ctx.issue(
+            "scheduler.kv.on_full",
+            doc["scheduler"]["kv"]["on_full"],
+            "queue with prefill and decode pools",
+            "KV that grows token by token is not handed over between replicas in this version",
         )
     if doc["scheduler"]["kv"]["prefix_cache"]["enabled"]:
         ctx.issue(
