@@ -77,5 +77,18 @@ def test_validating_a_synthetic_scenario_does_not_import_pandas():
     assert not _validate_imports_pandas(ROOT / "scenarios" / "bench" / "distributed_rounds.yaml")
 
 
-def test_validating_a_trace_scenario_reads_the_trace_with_pandas():
-    assert _validate_imports_pandas(ROOT / "scenarios" / "bench" / "none_azure_conv_10k.yaml")
+def test_validating_a_trace_scenario_does_not_import_pandas():
+    """A well-formed CSV trace is read without pandas (its fast path)."""
+    assert not _validate_imports_pandas(ROOT / "scenarios" / "bench" / "none_azure_conv_10k.yaml")
+
+
+def test_a_trace_the_fast_path_does_not_read_is_read_with_pandas(tmp_path: Path):
+    scenario = ROOT / "scenarios" / "bench" / "none_azure_conv_10k.yaml"
+    trace = ROOT / "scenarios" / "traces" / "azure_conv_10k.csv"
+    lines = trace.read_text().splitlines()
+    lines[1] = ",".join(f'"{cell}"' for cell in lines[1].split(","))  # quoted cells
+    (tmp_path / "trace.csv").write_text("\n".join(lines) + "\n")
+    text = scenario.read_text().replace("trace://../traces/azure_conv_10k.csv", "trace://trace.csv")
+    text = text.replace("../../", str(ROOT) + "/")
+    (tmp_path / "scenario.yaml").write_text(text)
+    assert _validate_imports_pandas(tmp_path / "scenario.yaml")

@@ -81,6 +81,6 @@ __all__ = [
 
 __getattr__ = lazy_getattr(
     "simulator.workload",
-    # The trace readers need pandas; synthetic workloads do not.
+    # The trace readers need pandas for files their fast path does not read.
     dict.fromkeys(("load_trace", "read_trace"), "simulator.workload.trace_readers"),
 )

@@ -1,7 +1,8 @@
 """Reading a trace file in chunks of rows, so that a reader can stop early.
 
-A CSV trace is read by pandas in chunks of :data:`CHUNK_ROWS` rows, a JSONL
-trace line by line; both check the length of each line as it is read (at most
+A CSV trace that the fast path (:mod:`.trace_fast`) does not read is read
+by pandas in chunks of :data:`CHUNK_ROWS` rows, a JSONL trace line by line
+(pandas is imported only then); both check the length of each line as it is read (at most
 :data:`MAX_TRACE_LINE_BYTES`), so a huge cell costs neither time nor memory and
 a reader that stops after the rows it needs never reads the rest of the file.
 """
@@ -14,12 +15,14 @@ import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
-import pandas as pd
 
 from simulator.workload.arrays import IntArray
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_TRACE_LINE_BYTES = 2**20
 """Longest line (header, CSV row or JSONL record) a trace file may have (1 MiB)."""
@@ -176,6 +179,8 @@ def csv_chunks(path: Path) -> Generator[RawChunk, None, None]:
     Raises:
         TraceFileError: The file is empty, not CSV, not UTF-8 or has an overlong line.
     """
+    import pandas as pd
+
     try:
         with path.open("rb") as stream:
             guarded = io.BufferedReader(_LineGuard(stream))
@@ -213,6 +218,8 @@ def csv_chunks(path: Path) -> Generator[RawChunk, None, None]:
 def _jsonl_chunk(
     records: list[dict[str, object]], rows: list[int], problems: list[RowProblem]
 ) -> RawChunk:
+    import pandas as pd
+
     names: dict[str, None] = {}
     for record in records:
         names.update(dict.fromkeys(str(k) for k in record))

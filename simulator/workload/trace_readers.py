@@ -20,6 +20,10 @@ Rules (documented in ``docs/workload.md``):
 * The file is read in chunks of rows (:mod:`simulator.workload.trace_chunks`);
   a source trace is read only up to the end of its slice (:class:`TraceStop`)
   and no file beyond :data:`~simulator.limits.MAX_TRACE_ROWS` rows.
+
+A well-formed CSV trace is read without pandas (:mod:`.trace_fast`, the
+same table to the last bit); any other file, or one with any problem, is read
+by the pandas reader here, which imports pandas only then.
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from simulator.errors import InputError, Issue, make_issue
 from simulator.input_files import file_problem
@@ -47,6 +51,7 @@ from simulator.workload.trace_chunks import (
     csv_chunks,
     jsonl_chunks,
 )
+from simulator.workload.trace_fast import FastCsv, NotFast
 from simulator.workload.trace_formats import (
     FORMAT_CHOICES,
     GENERIC_NAME_COLUMNS,
@@ -58,6 +63,9 @@ from simulator.workload.trace_formats import (
 )
 from simulator.workload.trace_stop import TraceStop
 from simulator.workload.trace_table import MAX_REQUEST_TOKENS, TraceTable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BoolArray = npt.NDArray[np.bool_]
 ObjArray = npt.NDArray[np.object_]
@@ -102,6 +110,8 @@ def _numbers(cells: pd.Series) -> tuple[FloatArray, BoolArray]:
 
 def _numbers_fast(cells: pd.Series) -> tuple[FloatArray, BoolArray]:
     """Like :func:`_numbers`, vectorised, for CSV cells (all text)."""
+    import pandas as pd
+
     text = cells.astype(str).str.strip()
     missing = (text == "").to_numpy()
     values = pd.to_numeric(text.where(~missing, "nan"), errors="coerce").astype(float)
@@ -161,6 +171,8 @@ class _Clock:
 
 def _datetimes_s(cells: pd.Series, clock: _Clock) -> FloatArray:
     """Parse date-time text to seconds after the file's first parsed value (NaN if bad)."""
+    import pandas as pd
+
     text = cells.astype(str).str.strip()
     try:
         stamps = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
@@ -394,6 +406,8 @@ class _Reader:
 
     def conform(self, raw: RawChunk, pending: _Pending) -> RawChunk:
         """Give a later JSONL chunk the first chunk's columns (a key it lacks: all null)."""
+        import pandas as pd
+
         assert self.columns is not None
         known = list(self.layout.known_columns())
         for name, cells in raw.columns.items():
@@ -478,26 +492,59 @@ class _Reader:
                     return False
             else:
                 raw = self.conform(raw, pending)
-            part = self.parse(raw, pending)
-            end = self.last_needed(part)
-            if end is not None:
-                part = part.head(end + 1)
-            pending.replay(self.issues, None if end is None else int(part.rows[-1]))
-            self.parts.append(part)
-            self.rows_read += len(part.rows)
-            if self.rows_read > MAX_TRACE_ROWS:
-                self.issues.add_file_issue(
-                    "",
-                    f"more than {MAX_TRACE_ROWS:,} data rows",
-                    f"at most {MAX_TRACE_ROWS:,} rows read from one trace file (a source trace "
-                    "is read only up to the end of its slice: set workload.max_requests or "
-                    "duration_s, or cut the file)",
-                    "trace too long",
-                )
-                return False
-            if end is not None:
-                break
+            done = self.add(self.parse(raw, pending), pending)
+            if done is not None:
+                return done
         return True
+
+    def read_fast(self, fast: FastCsv) -> bool:
+        """Read the chunks of a file read without pandas (see :meth:`read`).
+
+        Raises:
+            NotFast: The file holds something the fast path does not read.
+        """
+        self.columns = list(fast.columns)
+        for chunk in fast.chunks():
+            good = np.ones(len(chunk.rows), dtype=bool)
+            part = _Part(
+                chunk.rows,
+                chunk.prompt,
+                chunk.output,
+                (chunk.prompt > 0) & (chunk.output > 0),
+                chunk.seconds,
+                None if chunk.seconds is None else good,
+                chunk.names,
+                chunk.prefix,
+            )
+            done = self.add(part, _Pending())
+            if done is not None:
+                return done
+        return True
+
+    def add(self, part: _Part, pending: _Pending) -> bool | None:
+        """Keep a parsed chunk up to the slice's end and record its problems.
+
+        Returns:
+            None to read on; True once the slice is complete; False when the
+            file has more rows than may be read.
+        """
+        end = self.last_needed(part)
+        if end is not None:
+            part = part.head(end + 1)
+        pending.replay(self.issues, None if end is None else int(part.rows[-1]))
+        self.parts.append(part)
+        self.rows_read += len(part.rows)
+        if self.rows_read > MAX_TRACE_ROWS:
+            self.issues.add_file_issue(
+                "",
+                f"more than {MAX_TRACE_ROWS:,} data rows",
+                f"at most {MAX_TRACE_ROWS:,} rows read from one trace file (a source trace "
+                "is read only up to the end of its slice: set workload.max_requests or "
+                "duration_s, or cut the file)",
+                "trace too long",
+            )
+            return False
+        return True if end is not None else None
 
     def table(self) -> TraceTable | None:
         """Join the chunks read into the table (None when there were problems)."""
@@ -550,6 +597,26 @@ class _Reader:
         return tuple(joined[keep].tolist())
 
 
+def _read_fast(path: Path, layout: Layout, stop: TraceStop | None) -> TraceTable | None:
+    """The table of a well-formed CSV trace read without pandas (:mod:`.trace_fast`).
+
+    None when the file holds anything the fast path does not read, or any
+    problem: then the pandas reader reads it and reports every problem.
+    """
+    if layout.container != "csv":
+        return None
+    issues = RowIssues(path)
+    reader = _Reader(path, layout, issues, stop)
+    try:
+        with FastCsv(path, layout) as fast:
+            if not reader.read_fast(fast):
+                return None
+    except NotFast:
+        return None
+    table = reader.table()
+    return None if issues else table
+
+
 def load_trace(
     path: Path, fmt: str = "auto", stop: TraceStop | None = None
 ) -> tuple[TraceTable | None, list[Issue]]:
@@ -583,6 +650,9 @@ def load_trace(
     try:
         check_first_line(path)
         layout = layout_for(path, detect_format(path) if fmt == "auto" else fmt)
+        fast = _read_fast(path, layout, stop)
+        if fast is not None:
+            return fast, []
         chunks = csv_chunks(path) if layout.container == "csv" else jsonl_chunks(path)
         reader = _Reader(path, layout, issues, stop)
         try:
