@@ -8,6 +8,7 @@ by the fast path.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -170,13 +171,91 @@ def _stop(draw: st.DrawFn) -> TraceStop | None:
     )
 
 
+JSONL_KEYS = {
+    "jsonl": ["arrival_s", "prompt_tokens", "output_tokens", "slo_class", "origin", "hash_ids"],
+    "mooncake": ["timestamp", "input_length", "output_length", "hash_ids"],
+}
+
+BAD_VALUES: list[object] = [
+    None,
+    True,
+    512.0,
+    "7",
+    -3,
+    1.5,
+    float("nan"),
+    10**400,
+    [1, -2],
+    [True],
+    "0 1",
+    {"a": 1},
+    [],
+]
+
+
+@st.composite
+def _jsonl_trace(draw: st.DrawFn) -> tuple[str, str, bool]:
+    """A JSONL trace file's text, its format + ``.jsonl``, and whether it was left well-formed."""
+    fmt = draw(st.sampled_from(sorted(JSONL_KEYS)))
+    keys = list(JSONL_KEYS[fmt])
+    if fmt == "jsonl":
+        keys = keys[:3] + draw(st.lists(st.sampled_from(keys[3:]), unique=True))
+        if draw(st.booleans()):
+            keys.remove("arrival_s")
+    elif draw(st.booleans()):
+        keys.append("extra")
+    keys = draw(st.permutations(keys))
+    rows = draw(st.integers(1, 12))
+    floor = 1 if fmt == "jsonl" else 0
+    records: list[dict[str, object]] = []
+    clock = 0.0
+    for _ in range(rows):
+        clock += draw(st.sampled_from([0.0, 0.25, 1.0, 3.7]))
+        record: dict[str, object] = {}
+        for key in keys:
+            if key in ("arrival_s", "timestamp"):
+                record[key] = (
+                    draw(st.sampled_from([clock, int(clock)])) if clock.is_integer() else clock
+                )
+            elif key == "hash_ids":
+                record[key] = draw(st.none() | st.lists(st.integers(0, 50), max_size=4))
+            elif key in ("slo_class", "origin", "extra"):
+                record[key] = draw(st.sampled_from([None, "", " chat ", "édge"]))
+            else:
+                record[key] = draw(st.integers(floor, 3000))
+        records.append(record)
+    lines = [json.dumps(record) for record in records]
+    good = draw(st.integers(0, 2)) != 0
+    if not good:
+        mutation = draw(st.integers(0, 5))
+        row = draw(st.integers(0, rows - 1))
+        if mutation == 0:
+            records[row][draw(st.sampled_from(keys))] = draw(st.sampled_from(BAD_VALUES))
+        elif mutation == 1:
+            del records[row][draw(st.sampled_from(keys))]
+        elif mutation == 2:
+            records[row][draw(st.sampled_from(["bogus", "category", "arrival_s"]))] = 1
+        elif mutation == 3:
+            records.reverse()
+        lines = [json.dumps(record) for record in records]
+        if mutation == 4:
+            lines.insert(row, draw(st.sampled_from(["", "  ", "[1]", "{bad", '"x"'])))
+        elif mutation == 5:
+            lines = []
+    bom = "\ufeff" if draw(st.booleans()) else ""
+    ending = draw(st.sampled_from(["\n", "\r\n"]))
+    text = bom + ending.join(lines) + (ending if draw(st.booleans()) else "")
+    return text, f"{fmt}.jsonl", good
+
+
 def _check(trace: tuple[str, str, bool], stop: TraceStop | None, chunk_rows: int) -> None:
     text, fmt, expect_fast = trace
     with (
         tempfile.TemporaryDirectory() as folder,
         mock.patch.object(trace_chunks, "CHUNK_ROWS", chunk_rows),
     ):
-        path = Path(folder) / "trace.csv"
+        fmt, _, suffix = fmt.partition(".")
+        path = Path(folder) / f"trace.{suffix or 'csv'}"
         path.write_bytes(text.encode("utf-8"))
         fast, slow = _both(path, stop)
         assert fast == slow
@@ -189,7 +268,7 @@ SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 
 
 @settings(max_examples=40, **SETTINGS)  # type: ignore[arg-type]
-@given(trace=_trace(), stop=_stop(), chunk_rows=st.sampled_from([2, 5, 65_536]))
+@given(trace=_trace() | _jsonl_trace(), stop=_stop(), chunk_rows=st.sampled_from([2, 5, 65_536]))
 def test_fast_path_gives_what_the_pandas_reader_gives(
     trace: tuple[str, str, bool], stop: TraceStop | None, chunk_rows: int
 ) -> None:
@@ -197,8 +276,12 @@ def test_fast_path_gives_what_the_pandas_reader_gives(
 
 
 @pytest.mark.slow
-@settings(max_examples=600, **SETTINGS)  # type: ignore[arg-type]
-@given(trace=_trace(), stop=_stop(), chunk_rows=st.sampled_from([1, 2, 3, 5, 65_536]))
+@settings(max_examples=1000, **SETTINGS)  # type: ignore[arg-type]
+@given(
+    trace=_trace() | _jsonl_trace(),
+    stop=_stop(),
+    chunk_rows=st.sampled_from([1, 2, 3, 5, 65_536]),
+)
 def test_fast_path_gives_what_the_pandas_reader_gives_many(
     trace: tuple[str, str, bool], stop: TraceStop | None, chunk_rows: int
 ) -> None:
@@ -222,3 +305,27 @@ def test_a_long_line_is_left_to_the_pandas_reader(tmp_path: Path) -> None:
     fast, slow = _both(path, None)
     assert fast == slow
     assert fast[1]  # type: ignore[index]
+
+
+def test_block_ids_first_given_after_the_first_jsonl_chunk(tmp_path: Path) -> None:
+    """Rows of the chunks before ``hash_ids`` first appears have no block ids."""
+    path = tmp_path / "late.jsonl"
+    path.write_text(
+        '{"prompt_tokens": 1, "output_tokens": 2}\n'
+        '{"prompt_tokens": 3, "output_tokens": 4, "hash_ids": [0, 1]}\n'
+    )
+    with mock.patch.object(trace_chunks, "CHUNK_ROWS", 1):
+        table, issues = load_trace(path)
+    assert issues == []
+    assert table is not None and table.hash_ids == ((), (0, 1))
+
+
+def test_a_json_integer_beyond_float_range_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "huge.jsonl"
+    path.write_text(f'{{"arrival_s": {10**400}, "prompt_tokens": {10**400}, "output_tokens": 1}}\n')
+    table, issues = load_trace(path)
+    assert table is None
+    assert [(issue.key_path, issue.problem) for issue in issues] == [
+        ("row 1, column prompt_tokens", "not a finite number"),
+        ("row 1, column arrival_s", "not a valid time"),
+    ]

@@ -1,8 +1,8 @@
 """Reading a trace file in chunks of rows, so that a reader can stop early.
 
-A CSV trace that the fast path (:mod:`.trace_fast`) does not read is read
-by pandas in chunks of :data:`CHUNK_ROWS` rows, a JSONL trace line by line
-(pandas is imported only then); both check the length of each line as it is read (at most
+A trace that the fast path (:mod:`.trace_fast`) does not read is read here
+(pandas is imported only then): a CSV trace by pandas in chunks of
+:data:`CHUNK_ROWS` rows, a JSONL trace line by line; both check the length of each line as it is read (at most
 :data:`MAX_TRACE_LINE_BYTES`), so a huge cell costs neither time nor memory and
 a reader that stops after the rows it needs never reads the rest of the file.
 """

@@ -26,7 +26,8 @@ only files without anything unusual:
 * block ids (``hash_ids``) that are space-separated whole numbers >= 0.
 
 On anything else it raises :class:`NotFast` and the pandas reader reads the
-file from the start, so every problem is reported exactly as before.
+file from the start, so every problem is reported exactly as before. JSONL
+traces: :mod:`simulator.workload.trace_fast_jsonl`.
 Surrounding spaces in cells are ignored, as the pandas reader ignores them.
 """
 
@@ -171,15 +172,29 @@ def _block_ids(column: list[str]) -> ObjArray:
     return out
 
 
-class FastCsv:
-    """A CSV trace read without pandas (see the module docstring).
+def check_columns(names: list[str], layout: Layout) -> None:
+    """Raise NotFast unless ``names`` are distinct and as the layout needs them."""
+    required = {layout.prompt_column, layout.output_column}
+    if layout.time_column is not None and not layout.generic:
+        required.add(layout.time_column)
+    if (
+        "" in names
+        or len(set(names)) < len(names)
+        or not required <= set(names)
+        or (layout.generic and not set(names) <= set(layout.known_columns()))
+    ):
+        raise NotFast
+
+
+class FastFile:
+    """A trace file read without pandas: its lines, in chunks of rows.
 
     Args:
         path: The trace file.
-        layout: Its format's layout (a CSV one).
+        layout: Its format's layout.
 
     Raises:
-        NotFast: On opening, when the header is not one the fast path reads.
+        NotFast: On opening, when the file does not start as the fast path needs.
     """
 
     def __init__(self, path: Path, layout: Layout) -> None:
@@ -191,14 +206,18 @@ class FastCsv:
         self._pending: list[bytes] = []
         self._lines = _lines(self._stream)
         try:
-            self.columns = self._header()
+            self._pending = next(self._lines)
+            self._pending[0] = self._pending[0].removeprefix(_BOM)
+            self.columns = self._columns()
+        except (StopIteration, OSError) as exc:
+            self.close()
+            raise NotFast from exc
         except BaseException:
             self.close()
             raise
-        self._first_tick: int | None = None
         self._last: float | int | None = None
 
-    def __enter__(self) -> FastCsv:
+    def __enter__(self) -> FastFile:
         return self
 
     def __exit__(
@@ -213,28 +232,13 @@ class FastCsv:
         """Close the file."""
         self._stream.close()
 
-    def _header(self) -> list[str]:
-        """The column names (stripped), checked against the layout."""
-        try:
-            self._pending = next(self._lines)
-        except StopIteration as exc:
-            raise NotFast from exc
-        except OSError as exc:
-            raise NotFast from exc
-        (line,) = _text([self._pending.pop(0).removeprefix(_BOM)])
-        names = [name.strip() for name in line.split(",")]
-        layout = self.layout
-        required = {layout.prompt_column, layout.output_column}
-        if layout.time_column is not None and not layout.generic:
-            required.add(layout.time_column)
-        if (
-            "" in names
-            or len(set(names)) < len(names)
-            or not required <= set(names)
-            or (layout.generic and not set(names) <= set(layout.known_columns()))
-        ):
-            raise NotFast
-        return names
+    def _columns(self) -> list[str]:
+        """The file's columns, from its first lines (``self._pending``)."""
+        raise NotImplementedError
+
+    def _parse(self, lines: list[bytes], first: int) -> FastChunk:
+        """Parse one chunk of data lines; row numbers start at ``first``."""
+        raise NotImplementedError
 
     @property
     def has_prefix(self) -> bool:
@@ -266,6 +270,27 @@ class FastCsv:
                 del buffered[:count]
         if first == 1:
             raise NotFast
+
+    def check_order(self, times: npt.NDArray[np.float64 | np.int64], last: float) -> None:
+        """Raise NotFast unless the times go on from the previous chunk's without decreasing."""
+        if (self._last is not None and times[0] < self._last) or bool(
+            np.any(times[1:] < times[:-1])
+        ):
+            raise NotFast
+        self._last = last
+
+
+class FastCsv(FastFile):
+    """A CSV trace read without pandas (see the module docstring)."""
+
+    _first_tick: int | None = None
+
+    def _columns(self) -> list[str]:
+        """The header's column names (stripped), checked against the layout."""
+        (line,) = _text([self._pending.pop(0)])
+        names = [name.strip() for name in line.split(",")]
+        check_columns(names, self.layout)
+        return names
 
     def _parse(self, lines: list[bytes], first: int) -> FastChunk:
         """Parse one chunk of data lines; row numbers start at ``first``."""
@@ -303,7 +328,7 @@ class FastCsv:
         if self.layout.time_units_per_s != 0.0:
             values = np.fromiter(map(float, _plain(column, _DECIMAL)), np.float64, len(column))
             seconds = values / self.layout.time_units_per_s
-            self._check_order(seconds, float(seconds[-1]))
+            self.check_order(seconds, float(seconds[-1]))
             return seconds
         try:
             ticks = np.array(_plain(column, _DATE_TIME), dtype="datetime64[ns]").astype(np.int64)
@@ -312,7 +337,7 @@ class FastCsv:
         if self._first_tick is None:
             self._first_tick = int(ticks[0])
         ticks = ticks - self._first_tick
-        self._check_order(ticks, int(ticks[-1]))
+        self.check_order(ticks, int(ticks[-1]))
         if int(ticks.max()) > _MAX_EXACT_TICKS:
             raise NotFast
         # Whole seconds plus the rest, as pandas' total_seconds computes them. Each term is
@@ -321,11 +346,3 @@ class FastCsv:
         whole_s, rest_ns = np.divmod(ticks, _NS_PER_S)
         out: FloatArray = whole_s + rest_ns / _NS_PER_S
         return out
-
-    def _check_order(self, times: npt.NDArray[np.float64 | np.int64], last: float) -> None:
-        """Raise NotFast unless the times go on from the previous chunk's without decreasing."""
-        if (self._last is not None and times[0] < self._last) or bool(
-            np.any(times[1:] < times[:-1])
-        ):
-            raise NotFast
-        self._last = last

@@ -21,9 +21,10 @@ Rules (documented in ``docs/workload.md``):
   a source trace is read only up to the end of its slice (:class:`TraceStop`)
   and no file beyond :data:`~simulator.limits.MAX_TRACE_ROWS` rows.
 
-A well-formed CSV trace is read without pandas (:mod:`.trace_fast`, the
-same table to the last bit); any other file, or one with any problem, is read
-by the pandas reader here, which imports pandas only then.
+A well-formed trace is read without pandas (:mod:`.trace_fast`,
+:mod:`.trace_fast_jsonl`: the same table to the last bit); any other file, or
+one with any problem, is read by the general reader here, which imports
+pandas only then.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ from simulator.workload.trace_chunks import (
     csv_chunks,
     jsonl_chunks,
 )
-from simulator.workload.trace_fast import FastCsv, NotFast
+from simulator.workload.trace_fast import FastCsv, FastFile, NotFast
+from simulator.workload.trace_fast_jsonl import FastJsonl
 from simulator.workload.trace_formats import (
     FORMAT_CHOICES,
     GENERIC_NAME_COLUMNS,
@@ -99,7 +101,10 @@ def _numbers(cells: pd.Series) -> tuple[FloatArray, BoolArray]:
         elif isinstance(cell, bool):
             continue
         elif isinstance(cell, (int, float)):
-            values[index] = float(cell)
+            try:
+                values[index] = float(cell)
+            except OverflowError:  # a JSON integer beyond float range: not a finite number
+                continue
         elif isinstance(cell, str):
             try:
                 values[index] = float(cell.strip())
@@ -497,7 +502,7 @@ class _Reader:
                 return done
         return True
 
-    def read_fast(self, fast: FastCsv) -> bool:
+    def read_fast(self, fast: FastFile) -> bool:
         """Read the chunks of a file read without pandas (see :meth:`read`).
 
         Raises:
@@ -589,26 +594,35 @@ class _Reader:
         )
 
     def _prefixes(self, keep: BoolArray) -> tuple[tuple[int, ...], ...] | None:
-        """The kept rows' block ids (None: the file has no ``hash_ids``)."""
+        """The kept rows' block ids (None: the file has no ``hash_ids``).
+
+        Rows of JSONL chunks read before the key first appeared have none.
+        """
         if not self.has_prefix:
             return None
-        empty = np.empty(0, dtype=object)
-        joined = np.concatenate([p.prefix if p.prefix is not None else empty for p in self.parts])
+
+        def ids(part: _Part) -> ObjArray:
+            if part.prefix is not None:
+                return part.prefix
+            none = np.empty(len(part.rows), dtype=object)
+            none.fill(())
+            return none
+
+        joined = np.concatenate([ids(part) for part in self.parts])
         return tuple(joined[keep].tolist())
 
 
 def _read_fast(path: Path, layout: Layout, stop: TraceStop | None) -> TraceTable | None:
-    """The table of a well-formed CSV trace read without pandas (:mod:`.trace_fast`).
+    """The table of a well-formed trace read without pandas (:mod:`.trace_fast`).
 
     None when the file holds anything the fast path does not read, or any
-    problem: then the pandas reader reads it and reports every problem.
+    problem: then the general reader reads it and reports every problem.
     """
-    if layout.container != "csv":
-        return None
     issues = RowIssues(path)
     reader = _Reader(path, layout, issues, stop)
+    kind = FastCsv if layout.container == "csv" else FastJsonl
     try:
-        with FastCsv(path, layout) as fast:
+        with kind(path, layout) as fast:
             if not reader.read_fast(fast):
                 return None
     except NotFast:
