@@ -329,3 +329,22 @@ def test_a_json_integer_beyond_float_range_is_reported(tmp_path: Path) -> None:
         ("row 1, column prompt_tokens", "not a finite number"),
         ("row 1, column arrival_s", "not a valid time"),
     ]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 65_536])
+def test_date_times_of_micro_and_nanosecond_resolution_in_one_file(
+    tmp_path: Path, chunk_rows: int
+) -> None:
+    """pandas parses a chunk to nanoseconds only when a cell has more than 6 fractional digits."""
+    path = tmp_path / "mixed.csv"
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.1234567,1,1\n"
+        "2023-11-16 18:15:47.123456,1,1\n"
+        "2023-11-16 18:15:48,1,1\n"
+        "2023-11-16 18:15:48.999999999,1,1\n"
+    )
+    with mock.patch.object(trace_chunks, "CHUNK_ROWS", chunk_rows):
+        fast, slow = _both(path, None)
+        assert trace_readers._read_fast(path, layout_for(path, "azure"), None) is not None
+    assert fast == slow
