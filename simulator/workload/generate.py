@@ -72,14 +72,7 @@ def _synthetic(
         streams.child("lengths", PROMPT_SUBSTREAM),
         streams.child("lengths", OUTPUT_SUBSTREAM),
     )
-    names = [name for name, _ in source.slo_class_mix]
-    weights = np.array([w for _, w in source.slo_class_mix], dtype=float)
-    if len(names) == 1:
-        classes = text_array(names[0], size)
-    else:
-        rng = streams.child("lengths", CLASS_SUBSTREAM)
-        picks = rng.choice(len(names), size=size, p=weights / weights.sum())
-        classes = np.asarray(names, dtype=np.str_)[picks]
+    classes = _slo_classes(source, size, streams)
     return arrival, prompt, output, classes
 
 
@@ -187,14 +180,7 @@ def _sessions(
     if max_requests is not None:
         order = order[:max_requests]
     size = len(order)
-    names = [name for name, _ in source.slo_class_mix]
-    weights = np.array([w for _, w in source.slo_class_mix], dtype=float)
-    if len(names) == 1:
-        classes = text_array(names[0], size)
-    else:
-        rng = streams.child("lengths", CLASS_SUBSTREAM)
-        picks = rng.choice(len(names), size=size, p=weights / weights.sum())
-        classes = np.asarray(names, dtype=np.str_)[picks]
+    classes = _slo_classes(source, size, streams)
     return (
         arrival[order],
         np.asarray(prompt_list, dtype=np.int64)[order],
@@ -294,3 +280,14 @@ def generate_requests(
         shared_prefix_tokens=shared,
         session=session,
     )
+
+
+def _slo_classes(source: SyntheticSource, size: int, streams: RandomStreams) -> StrArray:
+    """Each of ``size`` requests' SLO class, drawn with ``slo_class_mix``'s weights."""
+    names = [name for name, _ in source.slo_class_mix]
+    if len(names) == 1:
+        return text_array(names[0], size)
+    weights = np.array([w for _, w in source.slo_class_mix], dtype=float)
+    rng = streams.child("lengths", CLASS_SUBSTREAM)
+    picks = rng.choice(len(names), size=size, p=weights / weights.sum())
+    return np.asarray(names, dtype=np.str_)[picks]
