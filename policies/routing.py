@@ -25,10 +25,15 @@ class RoutingPolicy(Policy, Protocol):
         reads_prefix: The engine fills ``ReplicaLoad.cached_prefix_tokens``
             from each replica's prefix cache (``scheduler.kv.prefix_cache``
             must be enabled). Default ``False``.
+        reads_kv_transfer: It ranks replicas by ``ReplicaLoad.kv_transfer_s``,
+            filled only when choosing a disaggregated fleet's decode replica
+            (``scheduler.routing.decode``), so it is refused as the router of
+            new requests. Default ``False``.
     """
 
     reads_replica_detail: ClassVar[bool] = False
     reads_prefix: ClassVar[bool] = False
+    reads_kv_transfer: ClassVar[bool] = False
 
     def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
         """Return the ``index`` of the chosen replica (one of ``replicas``)."""
@@ -129,6 +134,28 @@ class NetworkAware(_LowestKey):
             replica.outstanding_requests,
             replica.index,
         )
+
+
+@ROUTING.register
+class KvTransferAware(_LowestKey):
+    """For a prefilled request's decode replica: the fewest outstanding requests, then the fastest KV move.
+
+    The default of ``scheduler.routing.decode``. Among the decode replicas
+    that can reserve the request's KV now it takes the one with the fewest
+    outstanding requests, then the shortest nominal transfer of the KV
+    (``kv_transfer_s``: bytes / bandwidth + RTT / 2 of the link from the
+    prefill replica's pool), then the lowest index: load decides, and the
+    transfer breaks ties between equally loaded replicas behind links of
+    different speeds (a faster link hands the first token over sooner).
+    """
+
+    name: ClassVar[str] = "kv_transfer_aware"
+    reads_replica_detail: ClassVar[bool] = True
+    reads_kv_transfer: ClassVar[bool] = True
+
+    def key(self, replica: ReplicaLoad) -> tuple[float, ...]:
+        """Outstanding requests, nominal KV transfer time, index."""
+        return (replica.outstanding_requests, replica.kv_transfer_s, replica.index)
 
 
 @ROUTING.register

@@ -95,6 +95,16 @@ class ReplicaLoad:
         cached_prefix_tokens: Prompt tokens of the request its prefix cache
             holds now (``scheduler.kv.prefix_cache``; filled only for a router
             whose class sets ``reads_prefix = True``, else 0).
+        kv_transfer_s: Choosing a disaggregated fleet's decode replica
+            (``scheduler.routing.decode``): the nominal time to move the
+            request's KV there from its prefill replica (bytes / bandwidth +
+            RTT / 2 of the link between their pools, on an idle link). 0 when
+            routing a new request.
+
+    Choosing a decode replica, every field is filled: ``link_rtt_ms`` and
+    ``link_bw_mbps`` are those of the link carrying the KV from the prefill
+    replica's pool, ``kv_need_mb`` what the decode replica reserves for the
+    request, and ``predicted_queue_s`` is 0 (decode replicas prefill nothing).
 
     The fields after ``kv_free_mb`` up to ``link_bw_mbps`` are filled only for
     a router whose class sets ``reads_replica_detail = True``; otherwise they
@@ -111,6 +121,7 @@ class ReplicaLoad:
     link_rtt_ms: float = 0.0
     link_bw_mbps: float = math.inf
     cached_prefix_tokens: int = 0
+    kv_transfer_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -121,11 +132,15 @@ class RoutingQuery:
         request_id: The request to place.
         origin: The client device class it came from ("" if none).
         prompt_tokens: Its prompt length.
+        kv_from: Choosing a disaggregated fleet's decode replica: the index of
+            the prefill replica holding the request's KV (-1 when routing a new
+            request).
     """
 
     request_id: int
     origin: str
     prompt_tokens: int
+    kv_from: int = -1
 
 
 class StepPredictor(Protocol):

@@ -29,6 +29,7 @@ STREAM_NAMES: tuple[str, ...] = (
     "acceptance_levels",
     "prefixes",
     "sessions",
+    "decode_routing",
 )
 """The streams the simulator knows; :meth:`RandomStreams.get` rejects others."""
 

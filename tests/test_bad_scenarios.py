@@ -666,7 +666,7 @@ CASES: dict[str, Case] = {
         "scenario.yaml",
         "scheduler.routing.policy",
         "did you mean 'round_robin'",
-        "'kv_aware', 'least_outstanding', 'network_aware', 'power_of_two', 'round_robin'",
+        "'kv_aware', 'kv_transfer_aware', 'least_outstanding', 'network_aware', 'power_of_two', 'round_robin'",
     ),
     "policy parameter misspelt": Case(
         _hybrid_with_bad_params,

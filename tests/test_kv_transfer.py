@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pytest
 
+from policies.routing import KvTransferAware, RoundRobin, RoutingPolicy
+from policies.views import ReplicaLoad, RoutingQuery
 from simulator.engine.kv import KvPool
 from simulator.engine.kv_transfer import (
     BYTES_PER_MB,
@@ -84,7 +86,10 @@ def _request(request_id: int, prompt: int, output: int, kv_mb: float) -> Request
 
 
 def _setup(
-    decode_capacity_mb: float, rtt_ms: float = 2.0, bw_mbps: float = 400_000.0
+    decode_capacity_mb: float,
+    rtt_ms: float = 2.0,
+    bw_mbps: float = 400_000.0,
+    router: RoutingPolicy | None = None,
 ) -> tuple[Clock, FakeReplica, list[FakeReplica], KvTransfers, list[tuple[int, int, float]]]:
     prefill = FakeReplica(0, "prefill", 10_000.0)
     decodes = [
@@ -105,6 +110,7 @@ def _setup(
         decodes,
         channel,
         lambda req, kind, decode: arrived.append((req.request_id, decode.index, clock.now_s)),
+        router if router is not None else KvTransferAware(),
     )
     return clock, prefill, decodes, transfers, arrived
 
@@ -202,3 +208,49 @@ def test_a_decode_replica_running_its_most_requests_takes_no_more() -> None:
     decodes[1].max_running = 1
     transfers.retry()
     assert [r.decode_replica for r in transfers.records] == [2]
+
+
+class Recorder(KvTransferAware):
+    """``kv_transfer_aware`` that keeps what it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[RoutingQuery, list[ReplicaLoad]]] = []
+
+    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
+        self.asked.append((query, list(replicas)))
+        return super().route(query, replicas)
+
+
+def test_the_decode_router_sees_the_candidates_kv_and_their_transfer() -> None:
+    router = Recorder()
+    _, prefill, decodes, transfers, _ = _setup(1_000.0, rtt_ms=2.0, router=router)
+    decodes[1].kv.allocate(900.0, 0.0)  # 100 MiB free, less than the 125 MiB it needs
+    transfers.hand_over(_request(3, 900, 100, 0.0), "decode", prefill)
+    [(query, loads)] = router.asked
+    assert (query.request_id, query.prompt_tokens, query.kv_from) == (3, 900, 0)
+    [load] = loads
+    nbytes = 901 * MB_PER_TOKEN * BYTES_PER_MB
+    assert (load.index, load.pool, load.kv_free_mb, load.kv_need_mb) == (1, "decode", 1000.0, 125.0)
+    assert (load.link_rtt_ms, load.link_bw_mbps) == (2.0, 400_000.0)
+    assert load.kv_transfer_s == pytest.approx(nbytes * 8 / 400e9 + 0.001, rel=1e-12)
+    assert load.predicted_queue_s == 0.0
+
+
+def test_another_routing_policy_chooses_the_decode_replica() -> None:
+    _, prefill, decodes, transfers, _ = _setup(1_000.0, router=RoundRobin())
+    decodes[0].outstanding = 3  # kv_transfer_aware would send all three to replica 2
+    for request_id in (1, 2, 3):
+        transfers.hand_over(_request(request_id, 10, 10, 0.0), "decode", prefill)
+    assert [r.decode_replica for r in transfers.records] == [1, 2, 1]
+
+
+class Stray(RoundRobin):
+    def route(self, query: RoutingQuery, replicas: Sequence[ReplicaLoad]) -> int:
+        return 99
+
+
+def test_a_decode_router_choosing_no_candidate_is_an_error() -> None:
+    _, prefill, _, transfers, _ = _setup(1_000.0, router=Stray())
+    with pytest.raises(ValueError, match="chose replica 99, not one of the candidates"):
+        transfers.hand_over(_request(1, 10, 10, 0.0), "decode", prefill)

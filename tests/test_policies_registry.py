@@ -17,6 +17,7 @@ def test_every_family_has_its_default_policy():
     assert enums["routing"] == [
         "cache_aware",
         "kv_aware",
+        "kv_transfer_aware",
         "least_outstanding",
         "network_aware",
         "power_of_two",
@@ -33,8 +34,8 @@ def test_unknown_name_lists_valid_ones():
     with pytest.raises(
         UnknownPolicyError,
         match=(
-            "valid: cache_aware, kv_aware, least_outstanding, network_aware, power_of_two, "
-            "round_robin"
+            "valid: cache_aware, kv_aware, kv_transfer_aware, least_outstanding, network_aware, "
+            "power_of_two, round_robin"
         ),
     ):
         registry("routing").get("random_walk")

@@ -49,6 +49,7 @@ def test_capabilities_and_their_defaults_per_family():
         "random_stream": None,
         "reads_replica_detail": False,
         "reads_prefix": False,
+        "reads_kv_transfer": False,
     }
     assert caps["verify_batching"] == {
         "random_stream": None,

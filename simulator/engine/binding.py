@@ -76,6 +76,10 @@ class Routing:
             (pool, KV, queue, link).
         routing_prefix: Whether the router reads each replica's cached prefix
             of the request (``reads_prefix``).
+        decode_router: A disaggregated fleet's router choosing each prefilled
+            request's decode replica (``scheduler.routing.decode``; ``None``:
+            the fleet is colocated). It draws from the ``decode_routing``
+            stream.
     """
 
     router: Any
@@ -83,6 +87,7 @@ class Routing:
     admission_predicts: bool
     routing_detail: bool
     routing_prefix: bool = False
+    decode_router: Any = None
 
     @property
     def predicts_ttft(self) -> bool:
@@ -143,12 +148,16 @@ class PolicyBinder:
         """The scheduler's routing and admission policies."""
         router = self.build(scheduler.routing)
         admission = self.build(scheduler.admission)
+        decode = scheduler.decode_routing
         return Routing(
             router,
             admission,
             bool(admission.predicts_ttft),
             bool(router.reads_replica_detail),
             bool(router.reads_prefix),
+            None
+            if decode is None
+            else instantiate(decode, streams=self.streams, stream="decode_routing"),
         )
 
     def decode_lane(self, lane: LaneSpec) -> DecodeLane:

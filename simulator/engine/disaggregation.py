@@ -48,7 +48,12 @@ class Disaggregation:
         self.prefill = [r for r in replicas if r.serves == PREFILL]
         self.decode = [r for r in replicas if r.serves == DECODE]
         self.transfers = KvTransfers(
-            lambda: flow.env.now, flow.at, self.decode, self._channel, self._arrived
+            lambda: flow.env.now,
+            flow.at,
+            self.decode,
+            self._channel,
+            self._arrived,
+            dispatcher.decode_router,
         )
         dispatcher.entry_replicas = self.prefill
         flow.hand_over = self._hand_over

@@ -93,6 +93,8 @@ class Dispatcher:
         self.tracer = tracer
         self.mode = runtime.settings.mode
         self.router = routing.router
+        self.decode_router = routing.decode_router
+        """Chooses a prefilled request's decode replica (``None``: a colocated fleet)."""
         self.admission = routing.admission
         self._admission_predicts = routing.admission_predicts
         self._routing_detail = routing.routing_detail

@@ -4,12 +4,16 @@ In a disaggregated fleet a request is prefilled on a replica of a prefill
 pool and decodes on a replica of a decode pool. :class:`KvTransfers` does
 the hand-over between the two:
 
-1. **Choice.** Among the decode replicas whose pool is linked to the
-   prefill replica's pool and whose free KV can hold the request now, it
-   holding fewer than ``scheduler.max_running_requests`` requests,
-   takes the one with the fewest outstanding requests, then the earliest
-   estimated arrival of the KV (nominal bandwidth and RTT of the link),
-   then the lowest index.
+1. **Choice.** The candidates are the decode replicas whose pool is linked
+   to the prefill replica's pool (and to the request's client), whose free
+   KV can hold the request now and which hold fewer than
+   ``scheduler.max_running_requests`` requests. The run's decode router
+   (``scheduler.routing.decode``, a routing-family policy) chooses among
+   them from their loads (:class:`~policies.views.ReplicaLoad`, with the
+   link carrying the KV and its nominal transfer time ``kv_transfer_s``);
+   its default, ``kv_transfer_aware``, takes the fewest outstanding
+   requests, then the earliest nominal arrival of the KV, then the lowest
+   index.
 2. **Reservation before the transfer.** The chosen replica reserves the
    request's KV (:meth:`KvHolder.hold`, what its ``scheduler.kv.on_full``
    rule needs to decode the request) before a byte is sent, so an arriving
@@ -40,8 +44,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
+from policies.views import ReplicaLoad, RoutingQuery
 from simulator.engine.kv import KvPool
 from simulator.engine.kv_records import TransferRecord
 from simulator.engine.network import BITS_PER_BYTE, Channel
@@ -97,6 +102,8 @@ class KvTransfers:
             a decode pool (``None``: the request cannot go there: the pools, or
             the request's client and the decode pool, are not linked).
         on_arrived: Continues a request on its decode replica.
+        router: The routing policy choosing among the candidate decode
+            replicas (``scheduler.routing.decode``).
     """
 
     def __init__(
@@ -106,12 +113,14 @@ class KvTransfers:
         decode_replicas: Sequence[KvHolder],
         channel: Callable[[RequestState, KvHolder, str], Channel | None],
         on_arrived: Arrived,
+        router: Any,
     ) -> None:
         self._now = now
         self._at = at
         self.decode_replicas = list(decode_replicas)
         self._channel = channel
         self._on_arrived = on_arrived
+        self._router = router
         self.waiting: deque[tuple[RequestState, str, KvHolder, float]] = deque()
         """Requests prefilled and waiting for a decode replica: (request, kind, prefill replica, since)."""
         self.records: list[TransferRecord] = []
@@ -138,26 +147,42 @@ class KvTransfers:
         self, req: RequestState, kind: str, prefill: KvHolder
     ) -> tuple[KvHolder, Channel] | None:
         """The decode replica and channel for the request (``None``: none can reserve its KV now)."""
-        best: tuple[int, float, int] | None = None
-        chosen: tuple[KvHolder, Channel] | None = None
         nbytes = kv_bytes(req.prompt_tokens, prefill.kv_mb_per_token[kind])
+        candidates: dict[int, tuple[KvHolder, Channel]] = {}
+        loads: list[ReplicaLoad] = []
         for replica in self.decode_replicas:
             channel = self._channel(req, prefill, replica.pool)
-            if (
-                channel is None
-                or len(replica.holders) >= replica.max_running
-                or not replica.kv.fits(replica.kv_need_mb(req, kind))
-            ):
+            if channel is None or len(replica.holders) >= replica.max_running:
+                continue
+            need_mb = replica.kv_need_mb(req, kind)
+            if not replica.kv.fits(need_mb):
                 continue
             link = channel.link
-            rank = (
-                replica.outstanding,
-                nominal_transfer_s(nbytes, link.bw_mbps, link.rtt_ms),
-                replica.index,
+            candidates[replica.index] = (replica, channel)
+            loads.append(
+                ReplicaLoad(
+                    replica.index,
+                    replica.outstanding,
+                    replica.kv.free_mb,
+                    replica.pool,
+                    replica.kv.capacity_mb,
+                    need_mb,
+                    0.0,
+                    link.rtt_ms,
+                    link.bw_mbps,
+                    kv_transfer_s=nominal_transfer_s(nbytes, link.bw_mbps, link.rtt_ms),
+                )
             )
-            if best is None or rank < best:
-                best, chosen = rank, (replica, channel)
-        return chosen
+        if not loads:
+            return None
+        query = RoutingQuery(req.request_id, req.origin, req.prompt_tokens, prefill.index)
+        chosen = int(self._router.route(query, loads))
+        if chosen not in candidates:
+            raise ValueError(
+                f"scheduler.routing.decode policy {self._router.name!r} chose replica {chosen}, "
+                f"not one of the candidates {sorted(candidates)}"
+            )
+        return candidates[chosen]
 
     def _place(self, req: RequestState, kind: str, prefill: KvHolder, since_s: float) -> bool:
         """Reserve the request's KV on a decode replica and start its transfer; ``False``: none fits."""

@@ -30,8 +30,17 @@ def _issue(choice: PolicyChoice, allowed: str, problem: str) -> InputError:
     return InputError([make_issue(file, key, choice.name, allowed, problem)])
 
 
-def instantiate(choice: PolicyChoice, *args: Any, streams: RandomStreams | None = None) -> Any:
+def instantiate(
+    choice: PolicyChoice,
+    *args: Any,
+    streams: RandomStreams | None = None,
+    stream: str | None = None,
+) -> Any:
     """Build the chosen policy; one whose class names a ``random_stream`` gets it as ``rng``.
+
+    ``stream`` replaces the class's stream name: a second policy of a family
+    in one run (``scheduler.routing.decode`` beside ``scheduler.routing``)
+    draws from its own stream instead of repeating the first one's numbers.
 
     Raises:
         InputError: A plug-in that cannot be imported here, or whose
@@ -41,11 +50,11 @@ def instantiate(choice: PolicyChoice, *args: Any, streams: RandomStreams | None 
         cls = policy_class(choice.family, choice.name)
     except PolicyImportError as exc:
         raise _issue(choice, exc.allowed, exc.problem) from None
-    stream = cls.random_stream
+    drawn = cls.random_stream
     try:
-        if stream is not None:
-            assert streams is not None, f"policy {choice.name} draws from stream {stream!r}"
-            return cls(*args, choice.params, rng=streams.get(stream))
+        if drawn is not None:
+            assert streams is not None, f"policy {choice.name} draws from stream {drawn!r}"
+            return cls(*args, choice.params, rng=streams.get(stream or drawn))
         return cls(*args, choice.params)
     except PLUGIN_FAILURES as exc:
         if not is_plugin(choice.family, choice.name):

@@ -24,6 +24,7 @@ from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.requests import checked_requests
 from simulator.scenario.sections.acceptance_use import check_acceptance_use
 from simulator.scenario.sections.context import BuildContext
+from simulator.scenario.sections.decode_routing import build_decode_routing
 from simulator.scenario.sections.devices import (
     build_device_classes,
     check_engine_layers,
@@ -91,7 +92,12 @@ def build_scenario(
     )
     lanes = build_lanes(ctx, classes, luts)
     check_engine_layers(ctx, classes, _target_model_ids(classes, models, lanes, speculation.tree))
-    scheduler = replace(build_scheduler(ctx, lanes), prefix_cache=build_prefix_cache(ctx, lanes))
+    scheduler = build_scheduler(ctx, lanes)
+    scheduler = replace(
+        scheduler,
+        prefix_cache=build_prefix_cache(ctx, lanes),
+        decode_routing=build_decode_routing(ctx, classes, scheduler.routing),
+    )
     planner = build_planner(ctx)
     tp_classes = build_tensor_parallel_classes(ctx, classes, partial(lut_covers, ctx, models, luts))
     metrics = build_metrics(ctx)

@@ -393,6 +393,9 @@ class SchedulerSpec:
     lanes: LanesSpec = LanesSpec()
     prefix_cache: PrefixCacheSpec | None = None
     """``scheduler.kv.prefix_cache`` (``None``: off)."""
+    decode_routing: PolicyChoice | None = None
+    """``scheduler.routing.decode``: the router choosing a prefilled request's decode
+    replica (``None``: the fleet is colocated)."""
 
 
 @dataclass(frozen=True)
