@@ -276,7 +276,8 @@ class ModeQuery:
 
     Attributes:
         origin: The client device class.
-        link_rtt_ms: Round-trip time of the origin's link to the targets.
+        link_rtt_ms: Round-trip time of the origin's link to the targets (in a
+            disaggregated fleet, to the decode pool, where its rounds would run).
         link_bw_mbps: Bandwidth of that link.
         target_outstanding_requests: Requests outstanding on the target pool.
         k: Draft length of the request's first round (``speculation.k``).

@@ -180,12 +180,6 @@ def _issues(path: Path) -> list[str]:
             "a network.links entry joining it to a decode class: dpool",
         ),
         (
-            {"speculation.mode": "distributed"},
-            "speculation.mode",
-            "distributed",
-            "none or fused with prefill and decode pools",
-        ),
-        (
             {"planner.enabled": True},
             "planner.enabled",
             "True",

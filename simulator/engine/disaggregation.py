@@ -8,7 +8,25 @@ each prefilled request to :class:`~simulator.engine.kv_transfer.KvTransfers`
 on the KV's arrival resolves the request's channels to its client's link
 with the decode pool and lets its first token leave from there: the
 request's TTFT includes the transfer. Whenever a decode replica finishes a
-request (freeing KV), requests waiting for a decode replica are retried.
+request (freeing KV: its last token committed, or verified), requests waiting
+for a decode replica are retried.
+
+Speculation runs on the decode side. In mode ``fused`` the decode replica
+runs the fused rounds. In modes ``distributed`` and ``hybrid`` a request that
+drafts on its client's device is, on the device, what it is in a colocated
+fleet: when it is admitted its prompt goes up the client's link to the
+prefill pool and, at the same time, the device takes it (its KV budget held
+from then until the request ends) and prefills its draft model; the device
+drafts the first round once that prefill is done and the first token has
+reached it, from the decode replica after the transfer. Every bundle then
+goes up the client's link to the decode pool, the decode replica verifies
+it and the verified tokens come back down that link: no round runs on a
+prefill replica. The decode replica's KV reservation is a colocated
+replica's: prompt, output and the ``k_max + 1`` tokens (a tree: its nodes) a
+round writes. A request's mode (hybrid) and drafter model are chosen when it
+is routed to a prefill replica, before its decode replica is: they see the
+client's link to, and the LUTs of, the first decode pool linked to both the
+prefill replica's pool and the client (:meth:`Disaggregation._rounds_replica`).
 """
 
 from __future__ import annotations
@@ -56,6 +74,7 @@ class Disaggregation:
             dispatcher.decode_router,
         )
         dispatcher.entry_replicas = self.prefill
+        dispatcher.rounds_replica = self._rounds_replica
         flow.hand_over = self._hand_over
         flow.on_kv_freed = self.transfers.retry
 
@@ -77,6 +96,21 @@ class Disaggregation:
 
     def _hand_over(self, req: RequestState, kind: str, replica: TargetReplica) -> None:
         self.transfers.hand_over(req, kind, replica)
+
+    def _rounds_replica(self, req: RequestState, prefill: TargetReplica) -> TargetReplica:
+        """The first decode replica whose pool is linked to ``prefill``'s pool and the request's client.
+
+        A request's mode and drafter model are chosen when it is routed to a
+        prefill replica, before its decode replica is; they are chosen with the
+        client's link to this replica's pool and this replica's LUTs (the
+        replicas of a pool share both).
+        """
+        links = self.clients[req.origin].links if req.origin else None
+        for replica in self.decode:
+            pool = replica.pool
+            if (prefill.pool, pool) in self.kv_links and (links is None or pool in links):
+                return replica
+        return prefill  # not reached: validation links every client to such a pool
 
     def _channel(self, req: RequestState, prefill: KvHolder, pool: str) -> Channel | None:
         """The channel carrying the request's KV from ``prefill`` to ``pool`` (``None``: none)."""

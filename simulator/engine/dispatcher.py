@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -84,6 +85,9 @@ class Dispatcher:
         self.entry_replicas: list[TargetReplica] = fleet.serving
         """The replicas new requests are routed to: those serving (a disaggregated
         fleet's prefill replicas)."""
+        self.rounds_replica: Callable[[RequestState, TargetReplica], TargetReplica] | None = None
+        """Disaggregated serving: a replica of the decode pool where a request routed to
+        a prefill replica will run its rounds (``None``: the replica it is routed to)."""
         self.requests = requests
         self.env = env
         self.fleet = fleet
@@ -346,12 +350,29 @@ class Dispatcher:
         return self.clients[req.origin].links.get(replica.pool)
 
     # -- mode and drafter ----------------------------------------------------------------
+    def _rounds_on(self, req: RequestState, replica: TargetReplica) -> TargetReplica:
+        """The replica whose link and LUTs a request routed to ``replica`` runs its rounds with.
+
+        ``replica`` itself, except in a disaggregated fleet, where the rounds
+        run on a decode replica (see :attr:`rounds_replica`).
+        """
+        rounds = self.rounds_replica
+        return replica if rounds is None else rounds(req, replica)
+
     def _mode_for(self, req: RequestState, replica: TargetReplica) -> str:
+        """The request's mode; in hybrid mode, the hybrid policy's choice.
+
+        The policy sees the link and the LUTs of the replica the request's
+        rounds will run on (in a disaggregated fleet, its client's link to the
+        decode pool) and the outstanding requests of ``replica``, where it is
+        routed.
+        """
         if self.mode != "hybrid":
             return self.mode
         hybrid = self.hybrid
         assert hybrid.policy is not None
-        link = self._link(req, replica)
+        rounds = self._rounds_on(req, replica)
+        link = self._link(req, rounds)
         query = ModeQuery(
             req.origin,
             link.rtt_ms if link else 0.0,
@@ -359,7 +380,7 @@ class Dispatcher:
             replica.outstanding,
         )
         if hybrid.predicts_latency:
-            query = self._predict_round(req, replica, query)
+            query = self._predict_round(req, rounds, query)
         return str(hybrid.policy.choose(query))
 
     def _predict_round(
@@ -413,7 +434,7 @@ class Dispatcher:
             drafter = req.drafter = self.fleet.device(req.origin, req.device)
             pool = self.clients[req.origin]
             if self.draft_selector is not None and len(pool.models) > 1:
-                req.draft_slot = self._choose_drafter(req, replica, drafter)
+                req.draft_slot = self._choose_drafter(req, self._rounds_on(req, replica), drafter)
             model = pool.models[req.draft_slot]
             req.draft_model = model.name
             assert model.acceptance is not None
@@ -431,7 +452,8 @@ class Dispatcher:
         context and whose KV for it fits the device's budget (none: the first
         model, which the admission checks then reject). Predictions are at the
         context of its first round (prompt + the first token) with ``k`` the
-        first round's draft length.
+        first round's draft length, the verify step's from the LUT of
+        ``replica``, where its rounds run.
         """
         pool = self.clients[req.origin]
         context = req.prompt_tokens + 1

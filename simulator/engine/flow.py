@@ -82,7 +82,8 @@ class RequestFlow:
         self.hand_over: Callable[[RequestState, str, TargetReplica], None] | None = None
         """Disaggregated serving: moves a prefilled request to a decode replica (``None``: off)."""
         self.on_kv_freed: Callable[[], None] | None = None
-        """Disaggregated serving: a finished request freed KV on its replica (``None``: off)."""
+        """Disaggregated serving: a finished request freed KV on its replica (its last
+        token committed: none and fused, or verified: distributed; ``None``: off)."""
 
     # -- transfers -------------------------------------------------------------
     def at(self, time_s: float, action: Callable[[], None]) -> None:
@@ -252,6 +253,8 @@ class RequestFlow:
             self.trace_transfer(req, "result", False, now_s, arrive_s, gained)
         if req.output_tokens <= req.generated:
             req.finish_server_s = now_s
+            if self.on_kv_freed is not None:
+                self.on_kv_freed()  # its replica released its KV
         if arrive_s <= self.env.now:
             self._result_arrives(req)
         else:

@@ -7,10 +7,11 @@ serving the same models (a request's KV must be usable on the replica it
 moves to), every prefill class linked to a decode class (the link carries
 the KV), and every client class linked to a prefill class linked to a
 decode class the client is linked to as well (its prompt goes to a prefill
-replica, its tokens come from a decode replica). Speculation modes none
-and fused only (a client drafting against a decode replica is not modelled
-yet), KV reserved whole (``scheduler.kv.on_full: queue``), no planner and no
-prefix cache.
+replica, its tokens come from a decode replica, and in modes distributed and
+hybrid its drafts go to a decode replica). Every speculation mode runs, on the
+decode replicas (:mod:`simulator.engine.disaggregation`). KV reserved whole
+(``scheduler.kv.on_full: queue``), no planner, no prefix cache and no lane
+arbitration rule.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from simulator.scenario.sections.context import BuildContext
 COLOCATED = "colocated"
 PREFILL = "prefill"
 DECODE = "decode"
-DISAGGREGATED_MODES = ("none", "fused")
 
 
 def check_disaggregation(
@@ -87,14 +87,6 @@ def check_disaggregation(
                 "prefill class with no link to any decode class (its KV could not move)",
             )
     _check_clients(ctx, entries, prefill, decode, network)
-    mode = doc["speculation"]["mode"]
-    if mode not in DISAGGREGATED_MODES:
-        ctx.issue(
-            "speculation.mode",
-            mode,
-            " or ".join(DISAGGREGATED_MODES) + " with prefill and decode pools",
-            "clients drafting against decode replicas are not modelled",
-        )
     if doc["planner"]["enabled"]:
         ctx.issue(
             "planner.enabled",
