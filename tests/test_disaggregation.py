@@ -256,7 +256,15 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "scenarios" / "disaggregation
 
 
 @pytest.mark.parametrize(
-    "name", ["colocated", "disaggregated", "colocated_fused", "disaggregated_fused"]
+    "name",
+    [
+        "colocated",
+        "disaggregated",
+        "colocated_fused",
+        "disaggregated_fused",
+        "colocated_distributed",
+        "disaggregated_distributed",
+    ],
 )
 def test_the_example_scenarios_validate(name: str) -> None:
     assert validate_file(EXAMPLE / f"{name}.yaml").error is None
@@ -272,3 +280,5 @@ def test_the_example_script_prints_a_row_per_run(capsys: pytest.CaptureFixture[s
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     assert len(rows) == 2 + len(script.SCENARIOS)
     assert rows[3].split("|")[9].strip() != "-"  # the disaggregated run moved KV
+    assert rows[-1].split("|")[9].strip() != "-"  # and so did its distributed variant
+    assert rows[-1].split("|")[12].strip() != "-"  # whose rounds have a TVT
