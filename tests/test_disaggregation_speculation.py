@@ -92,6 +92,7 @@ def test_decode_kv_reserves_the_draft_tokens_of_a_round(tmp_path: Path) -> None:
     # Two requests at once; the decode replica's KV holds two of them without
     # speculation but only one with its k_max + 1 draft tokens reserved.
     results = {}
+    tracers = {}
     for mode in ("none", "distributed"):
         (tmp_path / mode).mkdir()
         path = _disaggregated(
@@ -105,8 +106,8 @@ def test_decode_kv_reserves_the_draft_tokens_of_a_round(tmp_path: Path) -> None:
         per_token_mb = runtime.replicas[1].kv_mb_per_token["verify"]
         reserve = runtime.settings.k_max + 1 if mode == "distributed" else 0
         need_mb = (110 + reserve) * per_token_mb
-        tracer = ListTracer()
-        results[mode] = run(scenario, tracer=tracer).requests
+        tracers[mode] = ListTracer()
+        results[mode] = run(scenario, tracer=tracers[mode]).requests
         frame = results[mode]
         assert frame["kv_peak_mb"].tolist() == pytest.approx([need_mb, need_mb], rel=1e-12)
         assert (frame["outcome"] == "completed").all()
@@ -117,7 +118,9 @@ def test_decode_kv_reserves_the_draft_tokens_of_a_round(tmp_path: Path) -> None:
     # The second transfer starts when the decode replica has verified the first
     # request's last tokens (and freed its KV), not when they reach the client.
     last_round = max(
-        s.start_s + s.duration_s for s in _spans(tracer, "replica", "verify") if 0 in s.requests
+        s.start_s + s.duration_s
+        for s in _spans(tracers["distributed"], "replica", "verify")
+        if 0 in s.requests
     )
     sent_s = second["arrival_s"] + (second["ttft_server_ms"] - second["kv_transfer_ms"]) / 1000
     assert sent_s == pytest.approx(last_round, abs=1e-9)
@@ -203,3 +206,21 @@ def test_several_client_classes_draft_over_their_own_links(tmp_path: Path) -> No
 def test_a_disaggregated_fleet_validates_in_every_drafting_mode(tmp_path: Path, mode: str) -> None:
     path = _disaggregated(tmp_path, mode=mode, edit=HYBRID if mode == "hybrid" else {})
     assert validate_file(path).error is None
+
+
+def test_a_one_token_distributed_request_ends_on_its_prefill_replica(tmp_path: Path) -> None:
+    tracer = ListTracer()
+    path = _disaggregated(tmp_path, mode="distributed", workload=synthetic(2, 5.0, 100, 1, slo=SLO))
+    result = run(load_scenario(path), tracer=tracer)
+    frame = result.requests
+    assert (frame["outcome"] == "completed").all()
+    assert (frame["replica"] == 0).all() and (frame["verify_rounds"] == 0).all()
+    assert result.summary["disaggregation"]["transfers"] == 0
+    assert not _spans(tracer, "device", "draft")  # the device prefilled, drafted nothing
+
+
+def test_a_latency_predicting_hybrid_policy_runs(tmp_path: Path) -> None:
+    edit = {"speculation.hybrid": {"policy": "predicted_latency"}}
+    frame = run(load_scenario(_two_by_two(tmp_path, "hybrid", 8, edit=edit))).requests
+    assert (frame["outcome"] == "completed").all()
+    assert set(frame["replica"]) <= {2, 3}
