@@ -98,12 +98,13 @@ class Disaggregation:
         self.transfers.hand_over(req, kind, replica)
 
     def _rounds_replica(self, req: RequestState, prefill: TargetReplica) -> TargetReplica:
-        """The first decode replica whose pool is linked to ``prefill``'s pool and the request's client.
+        """The decode replica standing for where a request routed to ``prefill`` runs its rounds.
 
-        A request's mode and drafter model are chosen when it is routed to a
-        prefill replica, before its decode replica is; they are chosen with the
-        client's link to this replica's pool and this replica's LUTs (the
-        replicas of a pool share both).
+        The first one whose pool is linked to ``prefill``'s pool and to the
+        request's client. A request's mode and drafter model are chosen when it
+        is routed to a prefill replica, before its decode replica is; they are
+        chosen with the client's link to this replica's pool and this
+        replica's LUTs (the replicas of a pool share both).
         """
         links = self.clients[req.origin].links if req.origin else None
         for replica in self.decode:
