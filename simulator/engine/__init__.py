@@ -35,6 +35,9 @@ Module map (each room, what it owns, what it may touch):
 - :mod:`~simulator.engine.what_if` — snapshot (:func:`~simulator.engine.what_if.in_flight`),
   placing a window's starting requests through the dispatcher, fleet and
   flow, and :func:`~simulator.engine.what_if.fork`. Owns no state.
+- :mod:`~simulator.engine.handover_start` — a disaggregated what-if window's
+  start: puts back requests decoding, moving their KV or waiting for a
+  decode replica (or migrates them by recompute). Owns no state past the start.
 - :mod:`~simulator.engine.records` — the frozen results: ``RequestRecord``,
   ``RequestColumns`` (a run's records as one array per field, filled from the
   request states as the run ends, freeing them as it goes), ``InFlight``,

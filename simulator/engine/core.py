@@ -326,7 +326,8 @@ class Engine:
     # -- what-if windows ---------------------------------------------------------------
     def snapshot(self) -> tuple[InFlight, ...]:
         """Return the arrived, unfinished requests: the records a what-if window starts from."""
-        return in_flight(self._states[: self._arrived] + self._in_flight_states)
+        states = self._states[: self._arrived] + self._in_flight_states
+        return in_flight(states, self.disaggregation)
 
     def fork(self) -> Engine:
         """Return an independent copy of this stopped engine, pending events and streams included.
@@ -383,7 +384,7 @@ class Engine:
             for i in range(len(table))
         ]
         self._in_flight_states = place_in_flight(
-            self._in_flight, self.env, self.fleet, self.dispatcher, self.flow
+            self._in_flight, self.env, self.fleet, self.dispatcher, self.flow, self.disaggregation
         )
         if self.planner is not None:
             self.planner.start(self)

@@ -27,11 +27,20 @@ round writes. A request's mode (hybrid) and drafter model are chosen when it
 is routed to a prefill replica, before its decode replica is: they see the
 client's link to, and the LUTs of, the first decode pool linked to both the
 prefill replica's pool and the client (:meth:`Disaggregation._rounds_replica`).
+
+A planner may resize the pools (:class:`~simulator.engine.fleet.Fleet`
+tells of every change): new requests go to the serving (or loading)
+prefill replicas, KV goes to the decode replicas that are serving (a
+loading one takes KV once its model is loaded, and the waiting requests
+are retried then), and a drained prefill replica retires once the last KV
+it holds has left.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from functools import partial
 
 from simulator.engine.dispatcher import Dispatcher
 from simulator.engine.flow import RequestFlow
@@ -39,7 +48,7 @@ from simulator.engine.kv_records import DisaggregationOutput
 from simulator.engine.kv_transfer import KvHolder, KvTransfers
 from simulator.engine.network import Channel, Network
 from simulator.engine.request_state import RequestState
-from simulator.engine.target import TargetReplica
+from simulator.engine.target import SERVING, TargetReplica
 from simulator.scenario.model import Link
 
 PREFILL = "prefill"
@@ -56,7 +65,8 @@ class Disaggregation:
     """
 
     def __init__(self, dispatcher: Dispatcher, flow: RequestFlow, network: Network) -> None:
-        replicas = dispatcher.fleet.replicas
+        self.fleet = fleet = dispatcher.fleet
+        replicas = fleet.replicas
         self.replicas = replicas
         self.flow = flow
         self.network = network
@@ -65,18 +75,27 @@ class Disaggregation:
         self.clients = dispatcher.clients
         self.prefill = [r for r in replicas if r.serves == PREFILL]
         self.decode = [r for r in replicas if r.serves == DECODE]
+        now = flow.env.now
         self.transfers = KvTransfers(
-            lambda: flow.env.now,
+            self._now,
             flow.at,
-            self.decode,
+            [r for r in self.decode if r.available(now)],
             self._channel,
             self._arrived,
             dispatcher.decode_router,
         )
+        for replica in self.decode:
+            if not replica.available(now) and replica.availability is not None:
+                # A what-if window's decode replica still loading its model takes KV once loaded.
+                at_s = replica.availability.next_available_s(now)
+                flow.at(at_s, partial(self._decode_ready, replica))
         dispatcher.entry_replicas = self.prefill
         dispatcher.rounds_replica = self._rounds_replica
         flow.hand_over = self._hand_over
         flow.on_kv_freed = self.transfers.retry
+        self.resized = False
+        """Whether the fleet changed since the start (a planner's resize)."""
+        fleet.on_change = self._fleet_changed
 
     @staticmethod
     def of(dispatcher: Dispatcher, flow: RequestFlow, network: Network) -> Disaggregation | None:
@@ -93,6 +112,41 @@ class Disaggregation:
             tuple(r.serves for r in self.replicas),
             len(transfers.waiting),
         )
+
+    def _now(self) -> float:
+        """The clock (a method, not a closure: a forked run's copy reads its own)."""
+        return self.flow.env.now
+
+    def _decode_ready(self, replica: TargetReplica) -> None:
+        """A decode replica unavailable at the start takes KV from now on."""
+        if replica not in self.transfers.decode_replicas:
+            self.transfers.decode_replicas.append(replica)
+            self.transfers.decode_replicas.sort(key=lambda r: r.index)
+        self.transfers.retry()
+
+    def handovers(self) -> dict[int, tuple[int, float, float, int]]:
+        """Requests between prefill and decode, by id: (prefill replica, KV arrival, since, rank).
+
+        The arrival is ``nan`` for a request waiting for a decode replica,
+        whose ``rank`` is its place in the queue (-1: its KV is moving).
+        """
+        transfers = self.transfers
+        out = {
+            rid: (prefill, arrive_s, since_s, -1)
+            for rid, (prefill, arrive_s, since_s) in transfers.moving.items()
+        }
+        for rank, (req, _kind, prefill, since_s) in enumerate(transfers.waiting):
+            out[req.request_id] = (prefill.index, math.nan, since_s, rank)
+        return out
+
+    def _fleet_changed(self) -> None:
+        """Replicas started, loaded or drained: route to and hand over to those serving now."""
+        self.resized = True
+        self.prefill[:] = [r for r in self.fleet.serving if r.serves == PREFILL]
+        self.transfers.decode_replicas[:] = [
+            r for r in self.fleet.serving if r.serves == DECODE and r.state is SERVING
+        ]
+        self.transfers.retry()
 
     def _hand_over(self, req: RequestState, kind: str, replica: TargetReplica) -> None:
         self.transfers.hand_over(req, kind, replica)
@@ -126,10 +180,17 @@ class Disaggregation:
     def _arrived(self, req: RequestState, kind: str, decode: KvHolder) -> None:
         """The KV is on the decode replica: the first token leaves from there."""
         replica = self.replicas[decode.index]
+        if self.resized:
+            self.fleet.retire_drained()  # the prefill replica may have sent its last KV
         if req.origin:
             link = self.clients[req.origin].links[replica.pool]
             req.uplink, req.downlink = self.network.channels(link, req.device)
-        self.flow.first_token_out(req, replica, kind)
+        if math.isnan(req.first_token_server_s):
+            self.flow.first_token_out(req, replica, kind)
+        else:
+            # A what-if window's request moved off a decode replica the window
+            # lacks: its context was recomputed and moved; it decodes on.
+            replica.enqueue_step(req, kind)
         if replica.decode_runs.run is not None:
             # A run of decode iterations keeps its batch: end it at its next
             # boundary so that the arrived request joins the next iteration.

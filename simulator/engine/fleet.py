@@ -13,6 +13,7 @@ when they are ready; it never decides where a request goes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -58,6 +59,9 @@ class Fleet:
         """Each pool's plan for the replicas it starts (its first; a planner's degree)."""
         for plan in runtime.replicas:
             self._plans.setdefault(plan.pool, plan)
+        self.on_change: Callable[[], None] | None = None
+        """Called after replicas start, finish loading, drain or retire (``None``: nobody
+        listens; a disaggregated fleet keeps its prefill and decode lists with it)."""
 
     def open(self, context: ServerContext) -> None:
         """Build the runtime's replicas, sharing ``context``."""
@@ -146,6 +150,7 @@ class Fleet:
                 context.tracer.event(now, "replica_loading", f"replica {replica.index}", pool)
                 call_after(env, load_s, partial(self._replica_ready, replica))
         self.serving.sort(key=_replica_index)
+        self._changed()
 
     def set_replica_plan(self, pool: str, plan: ReplicaPlan, count: int, load_s: float) -> None:
         """Make ``count`` replicas of ``plan`` (a tensor-parallel degree) serve ``pool``, from now on.
@@ -210,6 +215,12 @@ class Fleet:
                 self.serving.sort(key=_replica_index)
             context = self._context()
             context.tracer.event(context.env.now, "replica_ready", f"replica {replica.index}", "")
+            self._changed()
+
+    def _changed(self) -> None:
+        """Tell the listener (if any) that the replicas' states changed."""
+        if self.on_change is not None:
+            self.on_change()
 
     def _drain(self, replica: TargetReplica) -> None:
         """The replica takes no new request; it retires once its own have ended."""
@@ -218,7 +229,7 @@ class Fleet:
         replica.state = DRAINING
         context = self._context()
         context.tracer.event(context.env.now, "replica_draining", f"replica {replica.index}", "")
-        if not replica.outstanding:
+        if not replica.outstanding and not replica.holders:
             self._retire(replica)
 
     def request_ended(self, replica: TargetReplica) -> None:
@@ -233,6 +244,17 @@ class Fleet:
         context = self._context()
         self._spans[replica.index][1] = context.env.now
         context.tracer.event(context.env.now, "replica_retired", f"replica {replica.index}", "")
+
+    def retire_drained(self) -> None:
+        """Retire every drained replica left without requests.
+
+        A disaggregated prefill replica counts a request until its KV
+        transfer starts, and holds the KV until the last byte has left: it
+        is settled here when a transfer ends.
+        """
+        for replica in self.replicas:
+            if replica.state is DRAINING and not replica.outstanding and not replica.holders:
+                self._retire(replica)
 
     def active_replicas(self, pool: str) -> list[TargetReplica]:
         """The serving or loading replicas of ``pool``, by index."""

@@ -159,6 +159,11 @@ class RequestFlow:
                     # Context rebuilt on its new replica: the device drafts the next round.
                     req.drafter.resume(req)
                     return
+            if self.hand_over is not None:
+                # Disaggregated: a context recomputed on a prefill replica (a what-if
+                # window's migrated request) moves on to a decode replica.
+                self.hand_over(req, kind, replica)
+                return
             replica.enqueue_step(req, kind)
             return
         req.generated = 1

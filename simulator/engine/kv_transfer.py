@@ -127,6 +127,9 @@ class KvTransfers:
         """Every transfer started so far."""
         self.bytes_moved = 0.0
         """Bytes of KV sent so far."""
+        self.moving: dict[int, tuple[int, float, float]] = {}
+        """Requests whose KV is on its way, by id: (prefill replica's index, arrival,
+        hand-over start)."""
 
     def hand_over(self, req: RequestState, kind: str, prefill: KvHolder) -> None:
         """A request's prefill is done on ``prefill``: move its KV to a decode replica or wait."""
@@ -201,6 +204,7 @@ class KvTransfers:
         nbytes = kv_bytes(req.prompt_tokens, prefill.kv_mb_per_token[kind])
         arrive_s = channel.send(nbytes, now)
         self.bytes_moved += nbytes
+        self.moving[req.request_id] = (prefill.index, arrive_s, since_s)
         self.records.append(
             TransferRecord(
                 req.request_id, prefill.index, decode.index, nbytes, now - since_s, arrive_s - now
@@ -213,8 +217,54 @@ class KvTransfers:
         self, req: RequestState, kind: str, prefill: KvHolder, decode: KvHolder, prefill_mb: float
     ) -> None:
         """The last byte reached the decode replica: the prefill replica frees its copy."""
+        del self.moving[req.request_id]
         decode_mb = req.kv_mb
         req.kv_mb = prefill_mb
         prefill.finish(req)
         req.kv_mb = decode_mb
         self._on_arrived(req, kind, decode)
+
+    # -- a what-if window's start -------------------------------------------------
+    def resume_moving(
+        self,
+        req: RequestState,
+        kind: str,
+        prefill: KvHolder | None,
+        decode: KvHolder,
+        arrive_s: float,
+        since_s: float,
+    ) -> None:
+        """A transfer under way when the run stopped goes on: its KV arrives at ``arrive_s``.
+
+        ``prefill`` (``None``: the window lacks it) holds its copy until then,
+        ``decode`` holds the request's KV from now (its bytes were counted by the run).
+        """
+        peak_mb = req.kv_peak_mb
+        prefill_mb = 0.0
+        if prefill is not None:
+            prefill.hold(req, kind)
+            prefill_mb = req.kv_mb
+        decode.hold(req, kind)
+        req.kv_peak_mb = max(peak_mb, req.kv_peak_mb)
+        if prefill is None:
+            self.moving[req.request_id] = (-1, arrive_s, since_s)
+            self._at(arrive_s, partial(self._arrive_without_source, req, kind, decode))
+            return
+        self.moving[req.request_id] = (prefill.index, arrive_s, since_s)
+        self._at(arrive_s, partial(self._arrive, req, kind, prefill, decode, prefill_mb))
+
+    def _arrive_without_source(self, req: RequestState, kind: str, decode: KvHolder) -> None:
+        del self.moving[req.request_id]
+        self._on_arrived(req, kind, decode)
+
+    def resume_waiting(
+        self, req: RequestState, kind: str, prefill: KvHolder, since_s: float
+    ) -> None:
+        """A request waiting for a decode replica when the run stopped waits on (queue order kept).
+
+        ``prefill`` holds its KV; call in the run's queue order.
+        """
+        peak_mb = req.kv_peak_mb
+        prefill.hold(req, kind)
+        req.kv_peak_mb = max(peak_mb, req.kv_peak_mb)
+        self.waiting.append((req, kind, prefill, since_s))

@@ -124,6 +124,14 @@ class InFlight:
         acceptance_recent: Its moving per-round acceptance (``nan``: no round yet).
         draft_slot: Index of its drafter model among its class's models.
         category: Its task category ("" if none).
+        kv_from: Disaggregated fleets: global index of the prefill replica holding
+            its KV while the KV waits for a decode replica or moves to ``replica``
+            (-1: none).
+        kv_arrive_s: When its KV reaches ``replica`` (``nan``: waiting for a decode
+            replica, or no hand-over under way).
+        kv_since_s: When its hand-over began (its prefill ended).
+        kv_rank: Its place in the queue of requests waiting for a decode replica
+            (-1: not waiting).
     """
 
     request_id: int
@@ -152,6 +160,10 @@ class InFlight:
     acceptance_recent: float = math.nan
     draft_slot: int = 0
     category: str = ""
+    kv_from: int = -1
+    kv_arrive_s: float = math.nan
+    kv_since_s: float = math.nan
+    kv_rank: int = -1
 
 
 @dataclass(frozen=True)

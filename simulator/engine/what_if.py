@@ -20,9 +20,11 @@ from typing import Any, TypeVar
 import simpy
 
 from simulator.engine.clock import call_after
+from simulator.engine.disaggregation import Disaggregation
 from simulator.engine.dispatcher import Dispatcher
 from simulator.engine.fleet import Fleet
 from simulator.engine.flow import RequestFlow
+from simulator.engine.handover_start import HandoverStart
 from simulator.engine.records import InFlight
 from simulator.engine.request_state import RequestState
 from simulator.engine.speculation import LANE_OF_MODE
@@ -30,12 +32,21 @@ from simulator.engine.speculation import LANE_OF_MODE
 T = TypeVar("T")
 
 
-def in_flight(states: Iterable[RequestState]) -> tuple[InFlight, ...]:
-    """The unfinished requests of ``states``: the records a what-if window starts from."""
+def in_flight(
+    states: Iterable[RequestState], disaggregation: Disaggregation | None = None
+) -> tuple[InFlight, ...]:
+    """The unfinished requests of ``states``: the records a what-if window starts from.
+
+    With a disaggregated fleet, the records of requests between prefill and
+    decode say where their KV is
+    (:meth:`~simulator.engine.disaggregation.Disaggregation.handovers`).
+    """
+    handovers = disaggregation.handovers() if disaggregation is not None else None
     out: list[InFlight] = []
     for req in states:
         if req.outcome != "unfinished":
             continue
+        handover = handovers.get(req.request_id) if handovers else None
         out.append(
             InFlight(
                 req.request_id,
@@ -64,6 +75,7 @@ def in_flight(states: Iterable[RequestState]) -> tuple[InFlight, ...]:
                 req.acceptance_recent,
                 req.draft_slot,
                 req.category,
+                *(handover if handover is not None else ()),
             )
         )
     return tuple(out)
@@ -105,6 +117,7 @@ def place_in_flight(
     fleet: Fleet,
     dispatcher: Dispatcher,
     flow: RequestFlow,
+    disaggregation: Disaggregation | None = None,
 ) -> list[RequestState]:
     """Put a what-if window's starting requests where the records found them; return their states.
 
@@ -121,7 +134,13 @@ def place_in_flight(
     requests (ties: lowest index), which rebuilds its context (prompt and
     tokens so far) with a prefill before it continues (recompute; KV is
     never moved between target replicas).
+
+    In a disaggregated fleet (``disaggregation``), requests past their
+    prefill are placed by :class:`~simulator.engine.handover_start.HandoverStart`.
     """
+    handovers = (
+        HandoverStart(disaggregation, dispatcher, flow) if disaggregation is not None else None
+    )
     now = env.now
     replicas = fleet.replicas
     states: list[RequestState] = []
@@ -131,6 +150,9 @@ def place_in_flight(
         states.append(req)
         if item.replica < 0:
             dispatcher.deferred.append(req)
+            continue
+        if handovers is not None and item.generated > 0:
+            handovers.place(item, req)
             continue
         if item.generated > 0:
             if math.isnan(req.first_token_server_s):
@@ -181,6 +203,8 @@ def place_in_flight(
             req.drafter.resume(req)
         else:
             replica.enqueue_step(req, kind)
+    if handovers is not None:
+        handovers.finish()
     dispatcher.offer_waiting()
     return states
 
