@@ -180,10 +180,16 @@ def _issues(path: Path) -> list[str]:
             "a network.links entry joining it to a decode class: dpool",
         ),
         (
-            {"planner.enabled": True},
-            "planner.enabled",
-            "True",
-            "false with prefill and decode pools",
+            {
+                "planner": {
+                    "enabled": True,
+                    "model_load_s": 1.0,
+                    "candidates": {"verify_replicas": [1, 2]},
+                }
+            },
+            "planner.candidates.verify_replicas",
+            "[1, 2]",
+            "prefill_replicas and decode_replicas with prefill and decode pools",
         ),
         (
             {"scheduler.kv.prefix_cache": {"enabled": True}},

@@ -103,15 +103,41 @@ def pools_of(runtime: Runtime) -> list[str]:
     return list(dict.fromkeys(plan.pool for plan in runtime.replicas))
 
 
+ROLE_KEYS = {"prefill": "prefill_replicas", "decode": "decode_replicas"}
+"""The candidate key giving the replicas of every pool of each disaggregated role."""
+
+
+def pool_roles(runtime: Runtime) -> dict[str, str]:
+    """What each target pool's replicas serve (``colocated``, ``prefill``, ``decode``)."""
+    return {plan.pool: plan.serves for plan in runtime.replicas}
+
+
+def sets_roles(candidate: Candidate) -> bool:
+    """Whether the candidate sizes a disaggregated fleet's prefill or decode pools."""
+    return any(candidate.get(key) is not None for key in ROLE_KEYS.values())
+
+
 def replica_counts(
-    candidate: Candidate, current: Mapping[str, int], verifying: Mapping[str, int] | None = None
+    candidate: Candidate,
+    current: Mapping[str, int],
+    verifying: Mapping[str, int] | None = None,
+    roles: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Replicas of each pool under ``candidate`` (``current``: today's).
 
     With a ``draft_replicas`` value ``d`` a pool has ``d`` draft replicas
     and ``v`` verify replicas: ``v`` from ``verify_replicas``, or the pool's
     verify replicas now (``verifying``; all its replicas before any split).
+    With ``prefill_replicas`` or ``decode_replicas`` every pool of that role
+    (``roles``: each pool's) has the value, the others keep theirs.
     """
+    if roles is not None and sets_roles(candidate):
+        out = dict(current)
+        for pool in current:
+            value = candidate.get(ROLE_KEYS.get(roles[pool], ""))
+            if value is not None:
+                out[pool] = int(value)
+        return out
     replicas = candidate.get("verify_replicas")
     draft = candidate.get("draft_replicas")
     if draft is None:
@@ -152,11 +178,20 @@ def apply_replicas(engine: Engine, candidate: Candidate, load_s: float) -> None:
     """Give the running engine the candidate's replicas, from now on.
 
     Its ``verify_replicas`` and ``draft_replicas`` keys act together (see
-    :func:`replica_counts`); new replicas load for ``load_s``. With a
+    :func:`replica_counts`), as do ``prefill_replicas`` and
+    ``decode_replicas`` (a pool whose count changes is resized:
+    :meth:`Engine.set_replica_count`); new replicas load for ``load_s``. With a
     ``tensor_parallel`` degree other than a pool's, the pool's replicas
     drain and as many (or ``verify_replicas``) of that degree start loading
     (:meth:`Engine.set_replica_plan`; the scenario refuses it with ``draft_replicas``).
     """
+    if sets_roles(candidate):
+        counts = engine.serving_counts()
+        wanted = replica_counts(candidate, counts, roles=pool_roles(engine.runtime))
+        for pool, count in wanted.items():
+            if count != counts[pool]:
+                engine.set_replica_count(pool, count, load_s)
+        return
     replicas = candidate.get("verify_replicas")
     draft = candidate.get("draft_replicas")
     degree = candidate.get("tensor_parallel")

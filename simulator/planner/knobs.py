@@ -7,9 +7,10 @@ found by name in :data:`KNOBS`, in the order candidates enumerate them
 (the first varies slowest).
 
 ``verify_replicas`` (the number of serving replicas of every target pool,
-or of its verify replicas under a split) and ``draft_replicas`` (hybrid
-mode: the draft replicas of every target pool) are the knobs that change
-the set of replicas. They act together, so their window runtime and their
+or of its verify replicas under a split), ``draft_replicas`` (hybrid
+mode: the draft replicas of every target pool), ``prefill_replicas`` and
+``decode_replicas`` (a disaggregated fleet: the replicas of every prefill
+pool and of every decode pool) are the knobs that change the set of replicas. They act together, so their window runtime and their
 application go through :func:`simulator.planner.candidates.candidate_runtime`
 and :func:`simulator.planner.candidates.apply_replicas`
 (:meth:`Engine.set_replica_count`, :meth:`Engine.set_replica_split`, which
@@ -95,6 +96,42 @@ class VerifyReplicas:
 
     def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
         """Nothing here: ``apply_replicas`` applies it with ``draft_replicas``."""
+
+
+class PrefillReplicas:
+    """``prefill_replicas``: replicas of every prefill pool (disaggregated fleets).
+
+    With ``decode_replicas`` it sets a disaggregated fleet's split (DistServe's
+    "xPyD": x prefill and y decode replicas of each pool); they act together
+    through :func:`simulator.planner.candidates.apply_replicas`.
+    """
+
+    name: ClassVar[str] = "prefill_replicas"
+    role: ClassVar[str] = "prefill"
+
+    def current(self, engine: Engine) -> Value:
+        """The first prefill pool's serving (or loading) replicas."""
+        counts = engine.serving_counts()
+        return float(next(counts[pool] for pool in counts if _role(engine, pool) == self.role))
+
+    def window_runtime(self, runtime: Runtime, value: Value) -> Runtime:
+        """Unchanged here: the replica set is built by ``candidate_runtime``."""
+        return runtime
+
+    def apply(self, engine: Engine, value: Value, model_load_s: float) -> None:
+        """Nothing here: ``apply_replicas`` applies it."""
+
+
+class DecodeReplicas(PrefillReplicas):
+    """``decode_replicas``: replicas of every decode pool (disaggregated fleets; see ``prefill_replicas``)."""
+
+    name: ClassVar[str] = "decode_replicas"
+    role: ClassVar[str] = "decode"
+
+
+def _role(engine: Engine, pool: str) -> str:
+    """What ``pool``'s replicas serve: ``colocated``, ``prefill`` or ``decode``."""
+    return next(plan.serves for plan in engine.runtime.replicas if plan.pool == pool)
 
 
 class TensorParallel:
@@ -317,6 +354,8 @@ KNOBS: dict[str, Knob] = {
     for knob in (
         DraftReplicas(),
         VerifyReplicas(),
+        PrefillReplicas(),
+        DecodeReplicas(),
         TensorParallel(),
         FusedFraction(),
         DraftLength(),

@@ -73,9 +73,11 @@ from simulator.planner.candidates import (
     make_candidate,
     nearest_index,
     neighbours,
+    pool_roles,
     pools_of,
     reloaded_pools,
     replica_counts,
+    sets_roles,
     window_ready_times,
 )
 from simulator.planner.decision import Decision, decide, gain
@@ -382,7 +384,10 @@ class OnlinePlanner:
                 candidate = Candidate(kept)
         else:
             counts = replica_counts(
-                candidate, engine.serving_counts(), engine.role_counts("verify")
+                candidate,
+                engine.serving_counts(),
+                engine.role_counts("verify"),
+                pool_roles(runtime),
             )
         ready = window_ready_times(engine, candidate, counts, self.spec.model_load_s)
         reloaded = reloaded_pools(engine, candidate)
@@ -419,13 +424,30 @@ def _loading_gpus(
 ) -> int:
     """GPUs a change to ``candidate`` starts loading.
 
-    Every GPU of a pool it reloads at another tensor-parallel degree,
+    Every GPU of a pool it reloads at another tensor-parallel degree; for
+    a disaggregated split, the GPUs of the replicas it starts in each pool;
     otherwise the GPUs it adds (at least 0).
     """
     reloaded = reloaded_pools(engine, candidate)
     if reloaded:
         return sum(plan.gpus for plan in task.runtime.replicas if plan.pool in reloaded)
+    if sets_roles(candidate):
+        return _started_gpus(task, current)
     return max(_gpus(task) - _gpus(current), 0)
+
+
+def _started_gpus(task: WindowTask, current: WindowTask) -> int:
+    """GPUs of the replicas a change starts: the GPUs each pool gains.
+
+    A re-split starts replicas in one pool while another drains, so the
+    net change would miss them.
+    """
+    mine: dict[str, int] = {}
+    for plan in task.runtime.replicas:
+        mine[plan.pool] = mine.get(plan.pool, 0) + plan.gpus
+    for plan in current.runtime.replicas:
+        mine[plan.pool] = mine.get(plan.pool, 0) - plan.gpus
+    return sum(max(gpus, 0) for gpus in mine.values())
 
 
 def _migrated(task: WindowTask) -> int:
@@ -461,7 +483,8 @@ def _remap(
     the ``i``-th of the candidate; a request on a replica the candidate lacks
     (beyond its count, or draining, or in a pool ``reloaded`` at another
     tensor-parallel degree) gets an index past the window's replicas, so
-    the window migrates it.
+    the window migrates it. The prefill replica holding a disaggregated
+    request's KV (``kv_from``) is renumbered alike.
     """
     total = sum(counts[pool] for pool in pools)
     slot: dict[int, int] = {}
@@ -472,6 +495,12 @@ def _remap(
             slot[replica.index] = offset + i
         offset += counts[pool]
     return tuple(
-        item if item.replica < 0 else replace(item, replica=slot.get(item.replica, total))
+        item
+        if item.replica < 0
+        else replace(item, replica=slot.get(item.replica, total))
+        if item.kv_from < 0
+        else replace(
+            item, replica=slot.get(item.replica, total), kv_from=slot.get(item.kv_from, total)
+        )
         for item in in_flight
     )

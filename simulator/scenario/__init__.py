@@ -41,6 +41,9 @@ every module may import :mod:`simulator.errors`, :mod:`simulator.limits`,
   split-round settings of lane arbitration rules and their LUTs).
 * :mod:`~simulator.scenario.sections.planner`: ``planner``; uses
   ``planner_bounds``.
+* :mod:`~simulator.scenario.sections.disaggregated_planner`:
+  ``planner`` with prefill and decode pools (the split candidates
+  ``prefill_replicas`` / ``decode_replicas`` and what such a planner refuses).
 * :mod:`~simulator.scenario.sections.tensor_parallel`:
   ``planner.candidates.tensor_parallel`` (each target pool's class at every
   listed degree; the LUT check comes from ``build`` as a function).

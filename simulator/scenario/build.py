@@ -30,6 +30,7 @@ from simulator.scenario.sections.devices import (
     check_engine_layers,
     load_profiles,
 )
+from simulator.scenario.sections.disaggregated_planner import check_disaggregated_planner
 from simulator.scenario.sections.disaggregation import check_disaggregation
 from simulator.scenario.sections.lanes import build_lanes
 from simulator.scenario.sections.models import (
@@ -99,6 +100,7 @@ def build_scenario(
         decode_routing=build_decode_routing(ctx, classes, scheduler.routing),
     )
     planner = build_planner(ctx)
+    check_disaggregated_planner(ctx)
     tp_classes = build_tensor_parallel_classes(ctx, classes, partial(lut_covers, ctx, models, luts))
     metrics = build_metrics(ctx)
     workload = build_workload(ctx, [d for d, t in device_ids.items() if t == "draft"])

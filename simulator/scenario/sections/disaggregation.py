@@ -10,8 +10,9 @@ decode class the client is linked to as well (its prompt goes to a prefill
 replica, its tokens come from a decode replica, and in modes distributed and
 hybrid its drafts go to a decode replica). Every speculation mode runs, on the
 decode replicas (:mod:`simulator.engine.disaggregation`). KV reserved whole
-(``scheduler.kv.on_full: queue``), no planner, no prefix cache and no lane
-arbitration rule.
+(``scheduler.kv.on_full: queue``), no prefix cache and no lane arbitration
+rule; a planner sizes the pools by role only
+(:mod:`~simulator.scenario.sections.disaggregated_planner`).
 """
 
 from __future__ import annotations
@@ -87,13 +88,6 @@ def check_disaggregation(
                 "prefill class with no link to any decode class (its KV could not move)",
             )
     _check_clients(ctx, entries, prefill, decode, network)
-    if doc["planner"]["enabled"]:
-        ctx.issue(
-            "planner.enabled",
-            True,
-            "false with prefill and decode pools",
-            "the planner cannot resize or re-split disaggregated pools",
-        )
     if doc["scheduler"]["kv"]["on_full"] != "queue":
         ctx.issue(
             "scheduler.kv.on_full",
