@@ -71,6 +71,12 @@ def test_the_split_candidates_are_the_declared_grid(tmp_path: Path) -> None:
     # The current configuration (3, 1) is one of the grid: every candidate once, no other.
     assert list(first["candidate"]) == [c.key for c in planner.candidates]
     assert list(first[first["current"]]["candidate"]) == ["prefill_replicas=3 decode_replicas=1"]
+    # Windows keeping every replica migrate nothing; those without prefill replicas 1 and 2
+    # migrate what waits there for a decode replica (its KV held there).
+    migrated = dict(zip(first["candidate"], first["migrated"], strict=True))
+    assert migrated["prefill_replicas=3 decode_replicas=1"] == 0
+    assert migrated["prefill_replicas=3 decode_replicas=3"] == 0
+    assert migrated["prefill_replicas=1 decode_replicas=1"] > 0
 
 
 def test_the_planner_moves_replicas_from_prefill_to_decode(tmp_path: Path) -> None:
