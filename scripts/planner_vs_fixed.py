@@ -10,7 +10,8 @@ counts against the planner only if it meets the SLO-attainment floor
 more good requests per GPU-second than every fixed configuration that does.
 
 Fixed configurations are set through the scenario keys the candidate keys
-stand for: ``verify_replicas`` is every target pool's ``count``, ``k`` is
+stand for: ``verify_replicas`` is every target pool's ``count``,
+``prefill_replicas`` / ``decode_replicas`` every prefill / decode pool's, ``k`` is
 ``speculation.k`` and ``max_batch`` is ``scheduler.verify.batching.max_batch``;
 a scenario whose planner chooses any other key is refused (it has no fixed
 equivalent here).
@@ -48,10 +49,15 @@ from simulator.runner import Result
 
 FIXED_KEYS = {
     "verify_replicas": "every target pool's count",
+    "prefill_replicas": "every prefill pool's count",
+    "decode_replicas": "every decode pool's count",
     "k": "speculation.k",
     "max_batch": "scheduler.verify.batching.max_batch",
 }
 """Candidate keys with a fixed equivalent, and the scenario key each stands for."""
+
+ROLE_OF_KEY = {"prefill_replicas": "prefill", "decode_replicas": "decode"}
+"""The disaggregated role whose pools each split key sizes (``hardware_profiles[].role``)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,10 @@ def fixed_overrides(document: dict[str, Any], candidate: Candidate) -> list[str]
         if name == "verify_replicas":
             for i, entry in enumerate(document["hardware_profiles"]):
                 if entry.get("type") == "target":
+                    overrides.append(f"hardware_profiles[{i}].count={int(value)}")
+        elif name in ROLE_OF_KEY:
+            for i, entry in enumerate(document["hardware_profiles"]):
+                if entry.get("type") == "target" and entry.get("role") == ROLE_OF_KEY[name]:
                     overrides.append(f"hardware_profiles[{i}].count={int(value)}")
         elif name == "k":
             overrides.append(f"speculation.k={int(value)}")
@@ -164,7 +174,20 @@ def plot_runs(
         pools = len(set(planner.result.output.replica_pools)) or 1
         first = sum(int(part.split("=")[1]) for part in str(chosen["serving"].iloc[0]).split())
         times = [0.0, *chosen["time_s"]]
-        replicas = [first, *(_replicas(str(key), pools, first) for key in chosen["candidate"])]
+        output = planner.result.output
+        if output.disaggregation is not None:
+            roles = dict(
+                zip(output.replica_pools, output.disaggregation.replica_roles, strict=True)
+            )
+            replicas = [
+                first,
+                *(
+                    _split_replicas(str(key), str(serving), roles)
+                    for key, serving in zip(chosen["candidate"], chosen["serving"], strict=True)
+                ),
+            ]
+        else:
+            replicas = [first, *(_replicas(str(key), pools, first) for key in chosen["candidate"])]
         axes[1].step(times, replicas, where="post", label="planner")
     if fixed is not None:
         axes[1].axhline(
@@ -193,6 +216,24 @@ def _replicas(key: str, pools: int, default: int) -> int:
         if name == "verify_replicas":
             return int(float(value)) * pools
     return default
+
+
+def _split_replicas(key: str, serving: str, roles: dict[str, str]) -> int:
+    """Replicas a chosen candidate of a disaggregated fleet sets.
+
+    Each pool of a role the candidate sizes has the candidate's value; the
+    others keep their count at the round (``serving``: ``pool=count`` pairs).
+    """
+    values = {}
+    for part in key.split():
+        name, _, value = part.partition("=")
+        if name in ROLE_OF_KEY:
+            values[ROLE_OF_KEY[name]] = int(float(value))
+    total = 0
+    for part in serving.split():
+        pool, _, count = part.partition("=")
+        total += values.get(roles.get(pool, ""), int(count))
+    return total
 
 
 def main(argv: Sequence[str] | None = None) -> int:

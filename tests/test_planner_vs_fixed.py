@@ -38,6 +38,24 @@ def test_a_key_without_a_fixed_equivalent_is_refused_naming_the_allowed_ones() -
         pvf.fixed_overrides(DOCUMENT, Candidate((("k_controller", "static"),)))
 
 
+def test_a_fixed_split_sets_the_pools_of_each_role() -> None:
+    document = {
+        "hardware_profiles": [
+            {"id": "p", "type": "target", "role": "prefill", "count": 3},
+            {"id": "d", "type": "target", "role": "decode", "count": 1},
+        ]
+    }
+    candidate = Candidate((("prefill_replicas", 1.0), ("decode_replicas", 3.0)))
+    assert pvf.fixed_overrides(document, candidate) == [
+        "planner={enabled: false}",
+        "hardware_profiles[0].count=1",
+        "hardware_profiles[1].count=3",
+    ]
+    roles = {"p": "prefill", "d": "decode"}
+    assert pvf._split_replicas("prefill_replicas=1 decode_replicas=3", "p=3 d=1", roles) == 4
+    assert pvf._split_replicas("decode_replicas=2", "p=3 d=1", roles) == 5
+
+
 def test_the_serving_replicas_a_chosen_candidate_sets() -> None:
     assert pvf._replicas("verify_replicas=2 k=4", 2, 7) == 4
     assert pvf._replicas("k=4", 2, 7) == 7
