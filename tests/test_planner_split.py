@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from simulator import load_scenario, run
+from simulator.engine.runtime import build_runtime
 from simulator.outputs import PLANNER_LOG, write_results
+from simulator.planner.analytic_split import estimate_split
 from simulator.planner.candidates import enumerate_candidates
 from simulator.planner.online import OnlinePlanner
+from simulator.runner import run_requests
 from simulator.scenario.model import Scenario
 from simulator.validate import validate_file
 from tests.engine_fixtures import synthetic, write_scenario
@@ -106,6 +110,37 @@ def test_the_planner_moves_replicas_from_prefill_to_decode(tmp_path: Path) -> No
     )
 
 
+def test_the_analytic_estimate_sees_the_decode_bottleneck(tmp_path: Path) -> None:
+    """Per candidate split, the estimate prices prefill and decode replicas apart."""
+    scenario = _scenario(tmp_path, 1, 3)
+    runtime = build_runtime(scenario)
+    recent = run_requests(scenario).window(0.0, 10.0, rebase=False)
+    pools = {plan.pool: plan for plan in runtime.replicas}
+    estimates = {}
+    for prefill in (1, 2, 3):
+        for decode in (1, 2, 3):
+            plans = (pools["pool"],) * prefill + (pools["dpool"],) * decode
+            split = replace(runtime, replicas=plans)
+            estimates[(prefill, decode)] = estimate_split(split, recent, 10.0, 0.0)
+    best = min(estimates, key=lambda key: estimates[key].rank())
+    assert best == (1, 3)
+    # One or two decode replicas cannot decode 3 requests/s of 200 tokens: nothing is good.
+    assert all(estimates[(p, d)].goodput == 0.0 for p in (1, 2, 3) for d in (1, 2))
+    assert estimates[(1, 1)].worst_ratio > estimates[(1, 2)].worst_ratio > 1.0
+    # More prefill replicas only add GPUs.
+    assert estimates[(1, 3)].goodput > estimates[(2, 3)].goodput > estimates[(3, 3)].goodput
+
+
+def test_the_analytic_pre_filter_keeps_the_split_the_windows_choose(tmp_path: Path) -> None:
+    planner = {**_planner(), "analytic_keep": 2}
+    log = run(_scenario(tmp_path, 3, 1, planner)).planner_log
+    first = log[log["time_s"] == 10.0]
+    assert first["windowed"].sum() == 3  # the two it ranks best and the current configuration
+    chosen = first[first["chosen"]]
+    assert list(chosen["candidate"]) == ["prefill_replicas=1 decode_replicas=3"]
+    assert list(chosen["windowed"]) == [True]
+
+
 def test_the_same_seed_repeats_the_planned_run_byte_for_byte(tmp_path: Path) -> None:
     """Two runs in two folders write identical results (but the files naming their folder)."""
     files = []
@@ -127,11 +162,6 @@ def _issues(path: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("planner", "key", "allowed"),
     [
-        (
-            {**_planner(), "analytic_keep": 2},
-            "planner.analytic_keep",
-            "null with prefill and decode pools",
-        ),
         (
             _planner({"tensor_parallel": [1]}),
             "planner.candidates.tensor_parallel",

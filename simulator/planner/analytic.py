@@ -53,7 +53,8 @@ meet nothing.
 It is a mean-value model: it ignores the spread of lengths and of
 acceptance, burstiness beyond the M/M/1 factor, KV limits, thermal
 throttling, adaptive draft lengths and batching timeouts. That is why it
-only pre-filters: the windows of the ``M`` best decide.
+only pre-filters: the windows of the ``M`` best decide. A fleet of prefill
+and decode pools is estimated by :mod:`simulator.planner.analytic_split`.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ never grow it. Every round's
 log rows say its ``decision`` (``kept`` or ``changed``) and ``reason``.
 
 With ``analytic_keep: M`` only the ``M`` candidates that the analytic
-estimate (:mod:`simulator.planner.analytic`) ranks best get a window
+estimate (:mod:`simulator.planner.analytic`; with prefill and decode pools
+:mod:`simulator.planner.analytic_split`) ranks best get a window
 (and the current configuration). Windows
 run on the injected :class:`~simulator.planner.windows.WindowRunner` (default:
 in the run's process, one after another); each window's index and seed are
@@ -64,6 +65,7 @@ from simulator.engine.clock import call_at
 from simulator.engine.core import Engine
 from simulator.engine.records import InFlight
 from simulator.planner.analytic import Estimate, estimate
+from simulator.planner.analytic_split import estimate_split, is_disaggregated
 from simulator.planner.candidates import (
     Candidate,
     apply_replicas,
@@ -308,7 +310,8 @@ class OnlinePlanner:
         if keep is None or len(tasks) <= keep:
             return []
         share = self.fused_share(engine)
-        return [estimate(task.runtime, recent, self.spec.window_s, share) for task in tasks]
+        rule = estimate_split if is_disaggregated(engine.runtime) else estimate
+        return [rule(task.runtime, recent, self.spec.window_s, share) for task in tasks]
 
     def _windowed(self, count: int, analytic: list[Estimate]) -> list[int]:
         """The tasks that get a window, in candidate order: all, or the best ``analytic_keep``."""

@@ -5,9 +5,7 @@ prefill pool and every decode pool (DistServe's xPyD). They need prefill
 and decode pools; a disaggregated fleet's planner sizes its pools with
 them only (``verify_replicas`` would give both roles one count,
 ``draft_replicas`` needs mode hybrid, which such fleets refuse, and a
-reload at another tensor-parallel degree is not modelled for them), and
-runs without the analytic pre-filter (it prices colocated replicas: no
-prefill pool feeding a decode pool over a KV link).
+reload at another tensor-parallel degree is not modelled for them).
 """
 
 from __future__ import annotations
@@ -68,14 +66,6 @@ def _check_split_planner(ctx: BuildContext) -> None:
                 "each role's pools)",
                 f"{key} does not size or reload disaggregated pools",
             )
-    if raw["analytic_keep"] is not None:
-        ctx.issue(
-            "planner.analytic_keep",
-            raw["analytic_keep"],
-            "null with prefill and decode pools (the analytic estimate prices colocated "
-            "replicas, not a prefill pool feeding a decode pool over a KV link)",
-            "analytic pre-filter of a disaggregated fleet",
-        )
     targets = [e for e in ctx.doc["hardware_profiles"] if e["type"] == "target"]
     total = sum(
         max(candidates[ROLE_KEYS[e["role"]]])
