@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,21 @@ def test_the_planner_moves_replicas_from_prefill_to_decode(tmp_path: Path) -> No
         roles["decode"]["gpu_hours"]
         > fixed.summary["disaggregation"]["by_role"]["decode"]["gpu_hours"]
     )
+
+
+def test_hill_climbing_walks_the_split_one_replica_at_a_time(tmp_path: Path) -> None:
+    """From 2P2D each change moves one key one step: first a prefill replica less, later a
+    decode replica more."""
+    log = run(_scenario(tmp_path, 2, 2, {**_planner(), "search": "hill_climb"})).planner_log
+    chosen = log[log["chosen"]]
+    steps = [(2, 2)]
+    for key in chosen["candidate"]:
+        values = dict(part.split("=") for part in str(key).split())
+        steps.append((int(values["prefill_replicas"]), int(values["decode_replicas"])))
+    for (p0, d0), (p1, d1) in itertools.pairwise(steps):
+        assert abs(p1 - p0) + abs(d1 - d0) <= 1
+    assert steps[1] == (1, 2)
+    assert (1, 3) in steps
 
 
 def test_the_analytic_estimate_sees_the_decode_bottleneck(tmp_path: Path) -> None:
