@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from simulator import load_scenario, run
-from simulator.engine.runtime import build_runtime
+from simulator.engine.runtime import ReplicaPlan, build_runtime
 from simulator.outputs import PLANNER_LOG, write_results
 from simulator.planner.analytic_split import estimate_split
 from simulator.planner.candidates import enumerate_candidates
-from simulator.planner.online import OnlinePlanner
+from simulator.planner.online import OnlinePlanner, _started_gpus
+from simulator.planner.windows import WindowTask
 from simulator.runner import run_requests
 from simulator.scenario.model import Scenario
 from simulator.validate import validate_file
@@ -124,6 +125,21 @@ def test_hill_climbing_walks_the_split_one_replica_at_a_time(tmp_path: Path) -> 
         assert abs(p1 - p0) + abs(d1 - d0) <= 1
     assert steps[1] == (1, 2)
     assert (1, 3) in steps
+
+
+def test_a_re_split_is_charged_for_the_replicas_it_starts(tmp_path: Path) -> None:
+    """3P1D to 1P3D holds as many GPUs, but starts two decode replicas: their loading is a cost."""
+    runtime = build_runtime(_scenario(tmp_path, 1, 1))
+    pools = {plan.pool: plan for plan in runtime.replicas}
+    p, d = pools["pool"], pools["dpool"]
+    recent = run_requests(_scenario(tmp_path, 1, 1)).window(0.0, 1.0, rebase=False)
+
+    def task(*plans: ReplicaPlan) -> WindowTask:
+        return WindowTask(-1, replace(runtime, replicas=plans), recent, (), 0, 0.0, 1.0)
+
+    assert _started_gpus(task(p, d, d, d), task(p, p, p, d)) == 2
+    assert _started_gpus(task(p, p, p, d), task(p, d, d, d)) == 2
+    assert _started_gpus(task(p, d), task(p, p, p, d)) == 0
 
 
 def test_the_analytic_estimate_sees_the_decode_bottleneck(tmp_path: Path) -> None:
