@@ -7,6 +7,7 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from simulator import load_scenario, run
@@ -16,6 +17,9 @@ from tests.engine_fixtures import synthetic, write_scenario
 
 START_S = 2.0
 """The snapshot time: decode replicas are full, requests wait for them and KV is moving."""
+
+MODES = pytest.mark.parametrize("mode", ["none", "distributed"])
+"""Plain decoding, and clients drafting for the decode replicas."""
 
 
 def disaggregated(
@@ -27,16 +31,18 @@ def disaggregated(
     workload: dict[str, Any] | None = None,
     max_running: int = 6,
     extra: dict[str, Any] | None = None,
+    mode: str = "none",
 ) -> Path:
     """``prefill`` prefill replicas and ``decode`` decode replicas of the fixtures' pool.
 
     KV crosses an 8 Gbit/s link (a 300-token prompt's KV takes about 160 ms)
     and a decode replica runs at most ``max_running`` requests, so at the
-    snapshot requests decode, move and wait for a decode replica.
+    snapshot requests decode, move and wait for a decode replica. In mode
+    ``distributed`` the five laptops draft for the decode replicas.
     """
     path = write_scenario(
         tmp_path,
-        mode="none",
+        mode=mode,
         workload=workload or synthetic(200, 40, 300, 60),
         clients=5,
         replicas=prefill,
@@ -67,9 +73,10 @@ def _same(a: object, b: object) -> bool:
     )
 
 
-def test_a_forked_window_reproduces_the_full_run_exactly(tmp_path: Path) -> None:
+@MODES
+def test_a_forked_window_reproduces_the_full_run_exactly(tmp_path: Path, mode: str) -> None:
     """The copy's hand-overs read the copy's clock: every request ending in it is the full run's."""
-    scenario = load_scenario(disaggregated(tmp_path))
+    scenario = load_scenario(disaggregated(tmp_path, mode=mode))
     full = {r.request_id: r for r in run(scenario).output.records}
     state = snapshot(scenario, START_S)
     ended = [r for r in run_window(state, 8.0).output.records if r.outcome != "unfinished"]
@@ -78,8 +85,9 @@ def test_a_forked_window_reproduces_the_full_run_exactly(tmp_path: Path) -> None
     assert all(_same(record, full[record.request_id]) for record in ended)
 
 
-def test_a_snapshot_says_where_each_handed_over_kv_is(tmp_path: Path) -> None:
-    scenario = load_scenario(disaggregated(tmp_path))
+@MODES
+def test_a_snapshot_says_where_each_handed_over_kv_is(tmp_path: Path, mode: str) -> None:
+    scenario = load_scenario(disaggregated(tmp_path, mode=mode))
     state = snapshot(scenario, START_S)
     moving = [i for i in state.in_flight if math.isfinite(i.kv_arrive_s)]
     waiting = [i for i in state.in_flight if i.kv_from >= 0 and math.isnan(i.kv_arrive_s)]
@@ -95,9 +103,10 @@ def test_a_snapshot_says_where_each_handed_over_kv_is(tmp_path: Path) -> None:
     assert all(i.kv_rank == -1 and math.isnan(i.kv_arrive_s) for i in others)
 
 
-def test_a_window_of_the_same_pools_keeps_every_hand_over(tmp_path: Path) -> None:
+@MODES
+def test_a_window_of_the_same_pools_keeps_every_hand_over(tmp_path: Path, mode: str) -> None:
     """Moving KV arrives when it did in the run; waiting requests decode on decode replicas only."""
-    scenario = load_scenario(disaggregated(tmp_path))
+    scenario = load_scenario(disaggregated(tmp_path, mode=mode))
     full = run(scenario).requests.set_index("request_id")
     state = snapshot(scenario, START_S)
     result = run_candidate(scenario, state, 600.0)
@@ -124,11 +133,13 @@ def test_a_window_of_the_same_pools_keeps_every_hand_over(tmp_path: Path) -> Non
     assert all(waits[r] >= START_S - items[r].kv_since_s for r in waiting)
 
 
+@MODES
 def test_a_window_without_a_decode_replica_migrates_its_requests_by_recompute(
     tmp_path: Path,
+    mode: str,
 ) -> None:
     """Requests on the decode replica the window lacks re-prefill, move again and keep their TTFT."""
-    scenario = load_scenario(disaggregated(tmp_path))
+    scenario = load_scenario(disaggregated(tmp_path, mode=mode))
     full = run(scenario).requests.set_index("request_id")
     state = snapshot(scenario, START_S)
     items = {i.request_id: i for i in state.in_flight}
@@ -138,7 +149,7 @@ def test_a_window_without_a_decode_replica_migrates_its_requests_by_recompute(
         if i.replica == 3 and i.kv_from < 0 and 0 < i.generated < i.output_tokens
     ]
     assert lost
-    smaller = load_scenario(disaggregated(tmp_path, decode=1, name="smaller.yaml"))
+    smaller = load_scenario(disaggregated(tmp_path, decode=1, name="smaller.yaml", mode=mode))
     tracer = ListTracer()
     result = run_candidate(smaller, state, 600.0, tracer=tracer)
     frame = result.requests.set_index("request_id")
@@ -153,9 +164,12 @@ def test_a_window_without_a_decode_replica_migrates_its_requests_by_recompute(
     assert set(lost) <= {t.request_id for t in transfers.transfers}
 
 
-def test_resized_pools_route_and_hand_over_to_the_replicas_serving(tmp_path: Path) -> None:
+@MODES
+def test_resized_pools_route_and_hand_over_to_the_replicas_serving(
+    tmp_path: Path, mode: str
+) -> None:
     """A decode replica started mid-run takes KV once loaded; a drained prefill replica retires."""
-    scenario = load_scenario(disaggregated(tmp_path))
+    scenario = load_scenario(disaggregated(tmp_path, mode=mode))
     state = snapshot(scenario, START_S)
     engine = state.engine
     load_s = 0.5

@@ -189,8 +189,12 @@ class Disaggregation:
             self.flow.first_token_out(req, replica, kind)
         else:
             # A what-if window's request moved off a decode replica the window
-            # lacks: its context was recomputed and moved; it decodes on.
-            replica.enqueue_step(req, kind)
+            # lacks: its context was recomputed and moved; it decodes on (its
+            # device drafting the next round).
+            if req.drafter is not None:
+                req.drafter.resume(req)
+            else:
+                replica.enqueue_step(req, kind)
         if replica.decode_runs.run is not None:
             # A run of decode iterations keeps its batch: end it at its next
             # boundary so that the arrived request joins the next iteration.

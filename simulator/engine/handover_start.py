@@ -24,6 +24,14 @@ fleet has its replicas:
   (prompt and tokens so far) and hands it over to a decode replica again;
   a request whose first token was already out decodes on from there.
 
+A distributed request (mode ``distributed``, or ``hybrid`` drafting on its
+device) decoding on a decode replica resumes drafting on its device at the
+start; one whose first token is not out yet (moving, waiting, or migrating
+before its first token) is taken by its device again, which prefills its
+draft model, as a colocated window does for requests waiting for prefill,
+and drafts once the first token reaches it; one migrating after its first
+token resumes drafting when its KV has reached the decode replica again.
+
 A request whose last token was on its way completes at the start on its
 replica (a decode replica the window lacks: the first linked one).
 """
@@ -100,10 +108,14 @@ class HandoverStart:
         transfers = self.disaggregation.transfers
         moving = math.isfinite(item.kv_arrive_s)
         if not handing and decode is not None:
-            self._admit(req, item, decode)
+            self._admit(req, item, decode)  # resolves its drafter
             decode.hold(req, kind)
-            decode.enqueue_step(req, kind)
-        elif moving and decode is not None:
+            if req.drafter is not None:
+                req.drafter.resume(req)  # its device drafts the next round
+            else:
+                decode.enqueue_step(req, kind)
+            return
+        if moving and decode is not None:
             self._admit(req, item, decode)
             transfers.resume_moving(req, kind, prefill, decode, item.kv_arrive_s, item.kv_since_s)
         elif handing and prefill is not None:
@@ -112,6 +124,10 @@ class HandoverStart:
             self._waiting.append((rank, req, kind, prefill))
         else:
             self._migrate(req, item, kind)
+        if req.drafter is not None and math.isnan(req.first_token_server_s):
+            # Its first token is not out yet: the device takes it again and prefills its
+            # draft model, as a colocated window's request waiting for prefill.
+            req.drafter.admit(req)
 
     def _first_decode(self, req: RequestState) -> TargetReplica:
         """The first decode replica linked to the request's client (any, when none is)."""
