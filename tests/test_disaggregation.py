@@ -5,15 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
 from simulator import load_scenario, run
 from simulator.engine.kv_transfer import BYTES_PER_MB
 from simulator.engine.runtime import build_runtime
+from simulator.engine.tracing import ListTracer
 from simulator.metrics.disaggregation import KV_COLUMNS
+from simulator.outputs import write_results
 from simulator.validate import validate_file
-from tests.engine_fixtures import PROFILES, synthetic, write_scenario
+from tests.engine_fixtures import PROFILES, LatencyFn, constant, synthetic, write_scenario
 
 SLO = {"ttft_ms": 60000, "tpot_ms": 1000}
 RTT_MS = 2.0
@@ -27,10 +30,14 @@ def _disaggregated(
     workload: dict[str, Any] | None = None,
     decode_kv_limit_mb: float | None = None,
     edit: dict[str, Any] | None = None,
+    target_phases: dict[str, LatencyFn] | None = None,
 ) -> Path:
     """The fixtures' scenario with its pool split into a prefill and a decode class."""
     path = write_scenario(
-        tmp_path, mode=mode, workload=workload or synthetic(1, 1.0, 100, 10, slo=SLO)
+        tmp_path,
+        mode=mode,
+        workload=workload or synthetic(1, 1.0, 100, 10, slo=SLO),
+        target_phases=target_phases,
     )
     doc = yaml.safe_load(path.read_text())
     pool = doc["hardware_profiles"][1]
@@ -96,17 +103,24 @@ def test_ttft_is_the_colocated_ttft_plus_the_transfer(tmp_path: Path) -> None:
     assert roles["prefill"]["gpu_hours"] == pytest.approx(held_s / 3600, rel=1e-9)
 
 
-def test_a_request_waits_for_decode_kv_until_the_running_one_finishes(tmp_path: Path) -> None:
-    # Two requests at once; the decode replica has KV for one of them only.
+@pytest.mark.parametrize("on_full", ["queue", "preempt_recompute"])
+def test_a_request_waits_for_decode_kv_until_the_running_one_finishes(
+    tmp_path: Path, on_full: str
+) -> None:
+    # Two requests at once; the decode replica has KV for one of them only:
+    # reserved whole (110 tokens) under queue; under preempt_recompute the
+    # first's 101 tokens, growing to 110, leave less than the second's 101 + 1.
     scenario = load_scenario(
         _disaggregated(
             tmp_path,
             workload=synthetic(2, 1e6, 100, 10, slo=SLO),
             decode_kv_limit_mb=80.0,
+            edit={"scheduler.kv": {"on_full": on_full}},
         )
     )
-    need_mb = 110 * build_runtime(scenario).replicas[0].kv_mb_per_token["decode"]
-    assert need_mb <= 80.0 < 2 * need_mb
+    per_token_mb = build_runtime(scenario).replicas[0].kv_mb_per_token["decode"]
+    need_mb = 110 * per_token_mb
+    assert need_mb <= 80.0 < 101 * per_token_mb + 102 * per_token_mb
     result = run(scenario)
     first, second = result.requests.iloc[0], result.requests.iloc[1]
     assert first["kv_wait_ms"] == 0.0
@@ -118,6 +132,107 @@ def test_a_request_waits_for_decode_kv_until_the_running_one_finishes(tmp_path: 
     )
     assert second_sent_s == pytest.approx(first_done_s, abs=1e-6)
     assert result.summary["disaggregation"]["waiting_at_end"] == 0
+
+
+def _preempting(tmp_path: Path) -> Path:
+    """Two requests of 100 + 11 tokens at t = 0 and a decode replica of 104 MB of KV.
+
+    Prefill 10 ms and decode steps 20 ms whatever the batch; 0.5 MB of KV per
+    token; a link from the prefill to the decode pool of 2 ms RTT and 1 Tb/s.
+    """
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,11\n0.0,100,11\n")
+    return _disaggregated(
+        tmp_path,
+        workload={"source": f"trace://{trace}", "slo": SLO},
+        decode_kv_limit_mb=104.0,
+        target_phases={"prefill": constant(10.0), "draft_decode": constant(20.0)},
+        edit={
+            "scheduler.kv": {"on_full": "preempt_recompute"},
+            "network.links.2.bw_mbps": 1e6,
+        },
+    )
+
+
+def test_a_full_decode_replica_preempts_the_newest_request_which_recomputes_there(
+    tmp_path: Path,
+) -> None:
+    """Hand-computed (times from the first prefill's start t0; T: one transfer).
+
+    Request 0 is prefilled at t0-t0+10 (the prefill replica reserves its 100
+    prompt tokens and its first token: 50.5 MB), request 1 at t0+10-t0+20.
+    The decode replica reserves each one's context (101 tokens, 50.5 MB)
+    before its transfer, having checked that 102 tokens (51 MB) are free; each
+    transfer takes T = bytes x 8 / bandwidth + RTT / 2. Request 0 decodes
+    alone from t0+10+T (step 1); request 1 arrives during that step and joins
+    at t0+30+T. After the steps starting at t0+30+T and t0+50+T request 0 holds
+    50.5 + 3 x 0.5 = 52 MB and request 1 51.5 MB: 0.5 MB free, short of the
+    1 MB the next step of both needs. At t0+70+T request 1, the newest, is
+    evicted (51.5 MB freed) and goes first in line in the decode replica's
+    prefill lane; request 0 steps on alone, growing 0.5 MB per step. Request
+    1's recomputation needs its context (103 tokens) and one token: 52 MB;
+    when request 0's step ends at t0+90+T it holds 52.5 MB, leaving 51.5 MB,
+    so request 1 waits until request 0's tenth and last step ends at
+    t0+210+T. It recomputes in 10 ms (t0+210+T-t0+220+T) and its 8 remaining
+    tokens take 8 steps: it ends at t0+380+T. Its KV peaks at 52 + 8 x 0.5 =
+    56 MB; request 0's at 101 + 10 tokens, 55.5 MB.
+    """
+    scenario = load_scenario(_preempting(tmp_path))
+    per_token_mb = build_runtime(scenario).replicas[0].kv_mb_per_token["decode"]
+    assert per_token_mb == 0.5
+    transfer_ms = 101 * per_token_mb * BYTES_PER_MB * 8 / (1e6 * 1e6) * 1000 + RTT_MS / 2
+    tracer = ListTracer()
+    result = run(scenario, tracer=tracer)
+    events = [(t * 1000.0, kind, subject, detail) for t, kind, subject, detail in tracer.events]
+    t0 = next(t for t, kind, _s, _d in events if kind == "prefill_start")
+    seen = [
+        (t - t0, kind, subject, detail)
+        for t, kind, subject, detail in events
+        if kind in ("prefill_start", "preempt", "complete")
+    ]
+    expected = [
+        (0.0, "prefill_start", "replica 0", "n=1 context=100.0"),
+        (10.0, "prefill_start", "replica 0", "n=1 context=100.0"),
+        (70.0 + transfer_ms, "preempt", "request 1", "replica 1"),
+        (210.0 + transfer_ms, "prefill_start", "replica 1", "n=1 context=103.0"),
+        (210.0 + transfer_ms, "complete", "request 0", "tokens=11"),
+        (380.0 + transfer_ms, "complete", "request 1", "tokens=11"),
+    ]
+    assert [e[1:] for e in seen] == [e[1:] for e in expected]
+    # (a last token's download to the client takes some 1e-8 ms)
+    assert [e[0] for e in seen] == pytest.approx([e[0] for e in expected], abs=1e-6)
+    frame = result.requests
+    assert list(frame["replica"]) == [1, 1]
+    assert list(frame["prefill_replica"]) == [0, 0]
+    assert list(frame["preemptions"]) == [0, 1]
+    assert list(frame["generated_tokens"]) == [11, 11]
+    assert list(frame["kv_peak_mb"]) == [55.5, 56.0]
+    assert list(frame["kv_wait_ms"]) == [0.0, 0.0]
+    assert frame["kv_transfer_ms"].tolist() == pytest.approx([transfer_ms] * 2, rel=1e-9)
+    # The first token leaves the decode replica when the KV is there.
+    assert frame["ttft_server_ms"].tolist() == pytest.approx(
+        [t0 + 10.0 + transfer_ms, t0 + 20.0 + transfer_ms], rel=1e-9
+    )
+    # Ten decode steps after the first token; request 1's include its wait and recomputation.
+    assert frame["tpot_ms"].tolist() == pytest.approx([20.0, (380.0 - 20.0) / 10], rel=1e-9)
+    assert result.summary["disaggregation"]["transfers"] == 2
+
+
+def test_a_preempting_disaggregated_run_repeats_byte_for_byte(tmp_path: Path) -> None:
+    path = _disaggregated(
+        tmp_path,
+        workload=synthetic(30, 40.0, 100, 40, slo=SLO),
+        decode_kv_limit_mb=120.0,
+        edit={"scheduler.kv": {"on_full": "preempt_recompute"}},
+    )
+    first = write_results(run(load_scenario(path)), tmp_path / "a")
+    second = write_results(run(load_scenario(path)), tmp_path / "b")
+    frame = pd.read_csv(first[1])
+    assert frame["preemptions"].sum() > 0
+    assert (frame["outcome"] == "completed").all()
+    for one, two in zip(first, second, strict=True):
+        if one.name != "run.json":
+            assert one.read_bytes() == two.read_bytes(), one.name
 
 
 def test_fused_speculation_runs_on_the_decode_replica(tmp_path: Path) -> None:
@@ -196,12 +311,6 @@ def _issues(path: Path) -> list[str]:
             "scheduler.kv.prefix_cache.enabled",
             "True",
             "false with prefill and decode pools",
-        ),
-        (
-            {"scheduler.kv.on_full": "preempt_recompute"},
-            "scheduler.kv.on_full",
-            "preempt_recompute",
-            "queue with prefill and decode pools",
         ),
     ],
 )

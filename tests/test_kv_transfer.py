@@ -42,11 +42,13 @@ class FakeReplica:
     def kv_need_mb(self, req: RequestState, kind: str) -> float:
         return (req.prompt_tokens + req.output_tokens) * self.kv_mb_per_token[kind]
 
-    def hold(self, req: RequestState, kind: str) -> None:
+    def take_over(self, req: RequestState, kind: str) -> None:
         need = self.kv_need_mb(req, kind)
         self.kv.allocate(need, self.clock)
         req.kv_mb = need
         req.kv_peak_mb = need
+
+    hold = take_over  # a window's start reserves what the hand-over did
 
     def finish(self, req: RequestState) -> None:
         self.kv.free(req.kv_mb, self.clock)

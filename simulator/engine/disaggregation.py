@@ -9,7 +9,10 @@ on the KV's arrival resolves the request's channels to its client's link
 with the decode pool and lets its first token leave from there: the
 request's TTFT includes the transfer. Whenever a decode replica finishes a
 request (freeing KV: its last token committed, or verified), requests waiting
-for a decode replica are retried.
+for a decode replica are retried. Under ``scheduler.kv.on_full:
+preempt_recompute`` a request a decode replica preempts recomputes its
+context on that replica, first in line (:mod:`~simulator.engine.kv_transfer`,
+"KV that grows").
 
 Speculation runs on the decode side. In mode ``fused`` the decode replica
 runs the fused rounds. In modes ``distributed`` and ``hybrid`` a request that

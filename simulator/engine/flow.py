@@ -159,9 +159,10 @@ class RequestFlow:
                     # Context rebuilt on its new replica: the device drafts the next round.
                     req.drafter.resume(req)
                     return
-            if self.hand_over is not None:
+            if self.hand_over is not None and replica.serves == "prefill":
                 # Disaggregated: a context recomputed on a prefill replica (a what-if
-                # window's migrated request) moves on to a decode replica.
+                # window's migrated request) moves on to a decode replica; one a decode
+                # replica preempted and recomputed itself decodes on there.
                 self.hand_over(req, kind, replica)
                 return
             replica.enqueue_step(req, kind)

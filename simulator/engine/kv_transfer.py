@@ -15,9 +15,14 @@ the hand-over between the two:
    requests, then the earliest nominal arrival of the KV, then the lowest
    index.
 2. **Reservation before the transfer.** The chosen replica reserves the
-   request's KV (:meth:`KvHolder.hold`, what its ``scheduler.kv.on_full``
-   rule needs to decode the request) before a byte is sent, so an arriving
-   request always has room.
+   request's KV (:meth:`KvHolder.take_over`) before a byte is sent, so an
+   arriving request always has room. Under ``scheduler.kv.on_full: queue``
+   that is what a prefill reserves: the prompt, the whole output and the
+   drafts. Under ``preempt_recompute`` it is the request's context (the
+   prompt and the first token: what the transfer carries), and a replica is
+   chosen only where its context and the token of its first decode step fit
+   (:meth:`KvHolder.kv_need_mb`), as a prompt is prefilled only where its
+   KV and its first token fit; from then on its KV grows token by token.
 3. **Transfer.** The bytes are the prefill pool's KV per token times the
    prompt tokens plus the first token (the LUT's ``kv_delta_mb`` is in MiB:
    ``kv_mib_per_token`` in ``lut_population/work.py``, so one MB here is
@@ -37,6 +42,25 @@ prefill replica, still holding its KV there, in one first-in first-out
 queue; :meth:`KvTransfers.retry` (called whenever a decode replica frees KV)
 places waiting requests from the head of that queue until the head cannot
 be placed (decode instances pull KV when they have room, as in DistServe).
+
+**KV that grows** (``preempt_recompute``): a prefill replica reserves the
+prompt and its first token (what its prefill writes) and never grows it.
+When a decode replica's running batch cannot grow, it evicts as a colocated
+replica does (:meth:`~simulator.engine.replica_kv.ReplicaKv.make_room`): the
+most recently admitted request first, requests whose KV is still on its way
+never. The victim stays on its decode replica, which serves its model: it
+frees its KV and goes first in line in that replica's prefill lane to
+recompute its context there (a prompt of its context's length, its KV
+reserved as for any prefill), then decodes on. It is not handed back to a
+prefill replica. This is the engine's stand-in for DistServe's decode
+instance, which swaps the most recently added request of the batch out to
+CPU memory and swaps swapped-out requests back in before any newly arrived
+one (``DecodingStageFCFSScheduler.get_next_batch`` in
+``distserve/decoding_stage_scheduler.py``): the same victim, the same
+replica, first in line again; recomputing the context replaces the swap,
+which the engine does not model. As in DistServe, a decode replica takes a
+new hand-over whenever its free KV holds it, even while preempted requests
+wait to resume there.
 """
 
 from __future__ import annotations
@@ -68,10 +92,13 @@ class KvHolder(Protocol):
     max_running: int
 
     def kv_need_mb(self, req: RequestState, kind: str) -> float:
-        """KV the request must hold on it to decode."""
+        """KV that must be free on it to take the request (under ``queue``: what it holds)."""
+
+    def take_over(self, req: RequestState, kind: str) -> None:
+        """Reserve the KV of a request handed over after its prefill."""
 
     def hold(self, req: RequestState, kind: str) -> None:
-        """Reserve the KV of a request that is already past prefill."""
+        """Reserve what its prefill reserved for a request already past it (a what-if window's start)."""
 
     def finish(self, req: RequestState) -> None:
         """Free the request's KV (``req.kv_mb``) and let the replica admit more work."""
@@ -196,7 +223,7 @@ class KvTransfers:
         now = self._now()
         prefill_mb = req.kv_mb
         peak_mb = req.kv_peak_mb
-        decode.hold(req, kind)
+        decode.take_over(req, kind)
         req.kv_peak_mb = max(peak_mb, req.kv_peak_mb)
         prefill.outstanding -= 1
         decode.outstanding += 1
@@ -244,7 +271,7 @@ class KvTransfers:
         if prefill is not None:
             prefill.hold(req, kind)
             prefill_mb = req.kv_mb
-        decode.hold(req, kind)
+        decode.take_over(req, kind)
         req.kv_peak_mb = max(peak_mb, req.kv_peak_mb)
         if prefill is None:
             self.moving[req.request_id] = (-1, arrive_s, since_s)

@@ -76,6 +76,18 @@ class ReplicaKv:
             ) * per_token
         return (req.context + 1) * per_token
 
+    def handed_over_mb(self, req: RequestState, kind: str) -> float:
+        """KV a decode replica reserves for a request a prefill replica hands it.
+
+        With ``queue``: what its prefill reserved (prompt, whole output and
+        drafts). With ``preempt_recompute``: its context, the prompt and the
+        first token (the KV the transfer carries); its decode iterations make
+        room for their new tokens as for any running request.
+        """
+        if self.policy == "queue":
+            return self.need_mb(req, kind)
+        return req.context * self.mb_per_token[kind]
+
     # -- prefix cache (scheduler.kv.prefix_cache) ------------------------------------
     def _hits(self, req: RequestState, kind: str) -> list[Block]:
         """The cached blocks a prefill of ``req`` would use (none below the prefill LUT's grid)."""

@@ -270,6 +270,14 @@ class TargetReplica:
         req.kv_peak_mb = need
         self.holders.append(req)
 
+    def take_over(self, req: RequestState, kind: str) -> None:
+        """Reserve the KV of a request a prefill replica hands over (see ``kv_transfer``)."""
+        need = self.kv_rule.handed_over_mb(req, kind)
+        self.kv.allocate(need, self.env.now)
+        req.kv_mb = need
+        req.kv_peak_mb = need
+        self.holders.append(req)
+
     def waiting(self, kind: str) -> int:
         """Requests in the decode lane waiting for an iteration of ``kind`` now.
 

@@ -9,9 +9,10 @@ the KV), and every client class linked to a prefill class linked to a
 decode class the client is linked to as well (its prompt goes to a prefill
 replica, its tokens come from a decode replica, and in modes distributed and
 hybrid its drafts go to a decode replica). Every speculation mode runs, on the
-decode replicas (:mod:`simulator.engine.disaggregation`). KV reserved whole
-(``scheduler.kv.on_full: queue``), no prefix cache and no lane arbitration
-rule; a planner sizes the pools by role only
+decode replicas (:mod:`simulator.engine.disaggregation`), under either
+``scheduler.kv.on_full`` rule (see :mod:`simulator.engine.kv_transfer` for
+what each reserves where); no prefix cache and no lane arbitration rule; a
+planner sizes the pools by role only
 (:mod:`~simulator.scenario.sections.disaggregated_planner`).
 """
 
@@ -88,13 +89,6 @@ def check_disaggregation(
                 "prefill class with no link to any decode class (its KV could not move)",
             )
     _check_clients(ctx, entries, prefill, decode, network)
-    if doc["scheduler"]["kv"]["on_full"] != "queue":
-        ctx.issue(
-            "scheduler.kv.on_full",
-            doc["scheduler"]["kv"]["on_full"],
-            "queue with prefill and decode pools",
-            "KV that grows token by token is not handed over between replicas in this version",
-        )
     if doc["scheduler"]["kv"]["prefix_cache"]["enabled"]:
         ctx.issue(
             "scheduler.kv.prefix_cache.enabled",
