@@ -134,18 +134,20 @@ def test_a_request_waits_for_decode_kv_until_the_running_one_finishes(
     assert result.summary["disaggregation"]["waiting_at_end"] == 0
 
 
-def _preempting(tmp_path: Path) -> Path:
-    """Two requests of 100 + 11 tokens at t = 0 and a decode replica of 104 MB of KV.
+def _preempting(
+    tmp_path: Path, kv_mb: float = 104.0, rows: tuple[str, ...] = ("0.0,100,11", "0.0,100,11")
+) -> Path:
+    """Requests of 100 + 11 tokens (two at t = 0) and a decode replica of ``kv_mb`` of KV.
 
     Prefill 10 ms and decode steps 20 ms whatever the batch; 0.5 MB of KV per
     token; a link from the prefill to the decode pool of 2 ms RTT and 1 Tb/s.
     """
     trace = tmp_path / "trace.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,11\n0.0,100,11\n")
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
     return _disaggregated(
         tmp_path,
         workload={"source": f"trace://{trace}", "slo": SLO},
-        decode_kv_limit_mb=104.0,
+        decode_kv_limit_mb=kv_mb,
         target_phases={"prefill": constant(10.0), "draft_decode": constant(20.0)},
         edit={
             "scheduler.kv": {"on_full": "preempt_recompute"},
@@ -218,9 +220,42 @@ def test_a_full_decode_replica_preempts_the_newest_request_which_recomputes_ther
     assert result.summary["disaggregation"]["transfers"] == 2
 
 
-def test_a_preempting_disaggregated_run_repeats_byte_for_byte(tmp_path: Path) -> None:
+def test_a_hand_over_leaves_the_kv_the_iteration_under_way_will_add(tmp_path: Path) -> None:
+    """Hand-computed: a third request's hand-over during a decode step of the first two.
+
+    As in the test above (times from t0, T one transfer), requests 0 and 1
+    decode together from t0+30+T. Request 2 arrives at 45 ms and is prefilled
+    at t0+45-t0+55, inside the step t0+50+T-t0+70+T, when requests 0 and 1
+    hold 51.5 + 51 = 102.5 MB and the step will add 1 MB. 102.5 + 51 (its
+    context and one token) fits 153.5 MB, but not beside the step's 1 MB: it
+    waits on the prefill replica (reserving would leave the step's tokens
+    without room) until request 0 finishes at t0+210+T, then moves: a wait of
+    155 + T ms. Request 1 ends at t0+230+T; request 2 arrives at t0+210+2T,
+    joins the next step at t0+230+T and ends ten steps later, at t0+430+T.
+    """
+    rows = ("0.0,100,11", "0.0,100,11", "0.045,100,11")
+    scenario = load_scenario(_preempting(tmp_path, kv_mb=153.5, rows=rows))
+    transfer_ms = 101 * 0.5 * BYTES_PER_MB * 8 / (1e6 * 1e6) * 1000 + RTT_MS / 2
+    tracer = ListTracer()
+    result = run(scenario, tracer=tracer)
+    events = [(t * 1000.0, kind, subject, detail) for t, kind, subject, detail in tracer.events]
+    t0 = next(t for t, kind, _s, _d in events if kind == "prefill_start")
+    completes = [(t - t0, subject) for t, kind, subject, _d in events if kind == "complete"]
+    assert [who for _t, who in completes] == ["request 0", "request 1", "request 2"]
+    assert [t for t, _who in completes] == pytest.approx(
+        [210.0 + transfer_ms, 230.0 + transfer_ms, 430.0 + transfer_ms], abs=1e-6
+    )
+    frame = result.requests
+    assert frame["kv_wait_ms"].tolist() == pytest.approx([0.0, 0.0, 155.0 + transfer_ms], abs=1e-6)
+    assert list(frame["preemptions"]) == [0, 0, 0]
+    assert frame["kv_peak_mb"].max() <= 153.5
+
+
+@pytest.mark.parametrize("mode", ["none", "fused"])
+def test_a_preempting_disaggregated_run_repeats_byte_for_byte(tmp_path: Path, mode: str) -> None:
     path = _disaggregated(
         tmp_path,
+        mode=mode,
         workload=synthetic(30, 40.0, 100, 40, slo=SLO),
         decode_kv_limit_mb=120.0,
         edit={"scheduler.kv": {"on_full": "preempt_recompute"}},

@@ -113,13 +113,17 @@ class DecodeRuns:
         A run is fused only when stepping would run the same batch again at
         every boundary: the batch is the whole decode queue and one
         microbatch. It ends at the first finish, before an iteration that
-        would start throttled or after the replica becomes unavailable.
+        would start throttled or after the replica becomes unavailable. Not
+        on a decode replica whose KV grows (``ReplicaKv.promises``): KV
+        hand-overs reserve there while it iterates, so each iteration makes
+        its own room.
         """
         replica = self.replica
         microbatcher = replica.microbatcher
         n = len(batch)
         fuse = (
             replica.context.fuse_iterations
+            and not self.kv.promises
             and not replica.chunking
             and n == len(replica.decode_q[DECODE])
             and (microbatcher.whole_batches or microbatcher.groups_once(batch))

@@ -11,9 +11,14 @@ class KvPool:
     cache, unreferenced cached blocks sit in the free part and are evicted
     by :class:`~simulator.engine.replica_kv.ReplicaKv` before an allocation
     that needs their room.
+
+    ``promised_mb`` is KV the iteration under way will add to its requests
+    when it ends: not allocated yet, but counted as taken by :meth:`fits`
+    (kept only where KV is reserved while an iteration runs: a decode replica
+    of a disaggregated fleet whose KV grows; 0 elsewhere).
     """
 
-    __slots__ = ("_area", "_last_s", "capacity_mb", "peak_mb", "used_mb")
+    __slots__ = ("_area", "_last_s", "capacity_mb", "peak_mb", "promised_mb", "used_mb")
 
     def __init__(self, capacity_mb: float) -> None:
         if capacity_mb <= 0:
@@ -21,6 +26,7 @@ class KvPool:
         self.capacity_mb = capacity_mb
         self.used_mb = 0.0
         self.peak_mb = 0.0
+        self.promised_mb = 0.0
         self._area = 0.0
         self._last_s = 0.0
 
@@ -34,8 +40,8 @@ class KvPool:
         return self.capacity_mb - self.used_mb
 
     def fits(self, amount_mb: float) -> bool:
-        """Whether ``amount_mb`` more would fit."""
-        return self.used_mb + amount_mb <= self.capacity_mb + 1e-9
+        """Whether ``amount_mb`` more would fit (beside what is promised)."""
+        return self.used_mb + self.promised_mb + amount_mb <= self.capacity_mb + 1e-9
 
     def allocate(self, amount_mb: float, now_s: float) -> None:
         """Take ``amount_mb``; the caller has checked :meth:`fits`."""

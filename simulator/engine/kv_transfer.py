@@ -23,6 +23,9 @@ the hand-over between the two:
    chosen only where its context and the token of its first decode step fit
    (:meth:`KvHolder.kv_need_mb`), as a prompt is prefilled only where its
    KV and its first token fit; from then on its KV grows token by token.
+   The free KV counted there leaves what the decode replica's iteration
+   under way will add when it ends (``KvPool.promised_mb``): a reservation
+   never takes the room of tokens being computed.
 3. **Transfer.** The bytes are the prefill pool's KV per token times the
    prompt tokens plus the first token (the LUT's ``kv_delta_mb`` is in MiB:
    ``kv_mib_per_token`` in ``lut_population/work.py``, so one MB here is

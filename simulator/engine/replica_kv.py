@@ -39,6 +39,8 @@ from simulator.engine.replica_view import ReplicaView
 from simulator.engine.request_state import RequestState
 
 INF = float("inf")
+DECODE_ROLE = "decode"
+"""``hardware_profiles[].role`` of a disaggregated fleet's decode replicas."""
 
 
 class ReplicaKv:
@@ -58,6 +60,9 @@ class ReplicaKv:
         self.pool = pool
         self.policy = replica.context.kv_policy
         self.grows = self.policy == "preempt_recompute"
+        self.promises = self.grows and replica.serves == DECODE_ROLE
+        """Whether its iterations' growth is promised while they run (a decode replica
+        whose KV grows: KV hand-overs reserve on it while it iterates)."""
         self.mb_per_token = replica.kv_mb_per_token
         spec = replica.context.prefix_cache
         self.cache = PrefixCache(spec.block_tokens) if spec is not None else None
@@ -213,6 +218,8 @@ class ReplicaKv:
         The caller made room (:meth:`make_room`); with a prefix cache,
         free-but-cached blocks are evicted first when the really free KV is short.
         """
+        if self.promises:
+            self.pool.promised_mb = 0.0  # the iteration ended: its growth is allocated now
         if self.cache is not None:
             self._make_free(amount_mb)
         self.pool.allocate(amount_mb, now_s)
@@ -265,6 +272,9 @@ class ReplicaKv:
         replica always makes progress. Each victim frees its KV and goes to
         the head of the prefill lane to recompute its context. Returns what
         is left of the batch (empty when not even its oldest member fits).
+        On a decode replica of a disaggregated fleet the room made is
+        promised to the iteration (``KvPool.promised_mb``) until it ends, so
+        that KV hand-overs reserving meanwhile leave it.
         """
         batch = list(batch)
         while batch and not self.pool.fits(need_mb(batch)):
@@ -272,6 +282,8 @@ class ReplicaKv:
             if any(member is victim for member in batch):
                 batch = [member for member in batch if member is not victim]
             self._evict(victim, victim_kind)
+        if self.promises:
+            self.pool.promised_mb = need_mb(batch) if batch else 0.0
         return batch
 
     def _newest_evictable(self, batch: list[RequestState], kind: str) -> tuple[RequestState, str]:

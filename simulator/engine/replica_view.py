@@ -42,6 +42,7 @@ class ReplicaView(Protocol):
         speculation: Chooses draft lengths and settles verified rounds.
         index: The replica's index in its pool.
         pool: The name of its pool.
+        serves: ``colocated``, or ``prefill``/``decode`` in a disaggregated fleet.
         costs: Its per-kind iteration costs.
         kv: Its KV memory.
         kv_mb_per_token: KV per token of each kind of work.
@@ -73,6 +74,7 @@ class ReplicaView(Protocol):
     speculation: Speculator
     index: int
     pool: str
+    serves: str
     costs: ReplicaCosts
     kv: KvPool
     kv_mb_per_token: Mapping[str, float]
