@@ -82,9 +82,22 @@ SCENARIOS: tuple[Configuration, ...] = (
         2,
     ),
     Configuration("disaggregated", "scenarios/distserve_check/disaggregated_opt13b_a100.yaml", 2),
+    Configuration(
+        "colocated_paged", "scenarios/distserve_check/colocated_opt13b_a100_paged.yaml", 2
+    ),
+    Configuration(
+        "colocated_paged_vllm_costs",
+        "scenarios/distserve_check/colocated_opt13b_a100_paged_vllm_costs.yaml",
+        2,
+    ),
+    Configuration(
+        "disaggregated_paged", "scenarios/distserve_check/disaggregated_opt13b_a100_paged.yaml", 2
+    ),
 )
 """The configurations compared: colocated (priced by DistServe's fit, and by its fit of vLLM)
-and disaggregated (one prefill and one decode replica, DistServe's fit)."""
+and disaggregated (one prefill and one decode replica, DistServe's fit), each with KV reserved
+whole (``scheduler.kv.on_full: queue``) and with KV that grows page by page (``_paged``:
+``preempt_recompute``, as vLLM and DistServe hold it)."""
 
 
 def opt_lengths(trace: Path = TRACE) -> pd.DataFrame:

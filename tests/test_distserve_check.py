@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 import simulator
 from lut_population.checks import check_monotone_fitted
@@ -152,3 +153,29 @@ def test_colocated_case_validates_and_runs(case):
     goodput = result.summary["goodput"]
     assert result.summary["requests"]["completed"] == 40
     assert 0.0 <= goodput["slo_attainment"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["colocated_opt13b_a100", "colocated_opt13b_a100_vllm_costs", "disaggregated_opt13b_a100"],
+)
+def test_each_paged_configuration_is_its_file_with_kv_that_grows(name):
+    """The ``_paged`` files differ from theirs only in the KV rule, the id and the label."""
+    whole = yaml.safe_load((CASE.parent / f"{name}.yaml").read_text())
+    paged_name = name.replace("opt13b_a100", "opt13b_a100_paged")
+    paged = yaml.safe_load((CASE.parent / f"{paged_name}.yaml").read_text())
+    assert paged["scheduler"].pop("kv") == {"on_full": "preempt_recompute"}
+    assert "kv" not in whole["scheduler"]  # the default: on_full queue
+    assert paged.pop("scenario_id") == whole.pop("scenario_id").replace(
+        "distserve_check_", "distserve_check_paged_"
+    )
+    assert paged["metadata"].pop("label") == whole["metadata"].pop("label") + ", paged KV"
+    assert paged == whole
+
+
+def test_the_paged_disaggregated_case_validates_and_runs():
+    case = CASE.with_name("disaggregated_opt13b_a100_paged.yaml")
+    scenario = simulator.load_scenario(case, ["workload.synthetic.num_requests=40"])
+    result = simulator.run(scenario)
+    assert result.summary["requests"]["completed"] == 40
+    assert result.summary["disaggregation"]["transfers"] == 40
