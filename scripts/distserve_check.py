@@ -11,8 +11,7 @@ plotting script does (``evaluation/ae-scripts/e2e/_plot.py``,
 ``find_intersection``). The case, the paper's numbers and their sources are in
 ``scenarios/distserve_check/README.md``.
 
-Adding a configuration (the disaggregated one, once the engine runs prefill and
-decode pools) is adding one entry to :data:`SCENARIOS`.
+Adding a configuration is adding one entry to :data:`SCENARIOS`.
 
 ``--write-lengths`` (re)writes the workload's lengths file
 (:data:`LENGTHS_FILE`) from the Azure conversation trace slice with DistServe's
@@ -93,11 +92,22 @@ SCENARIOS: tuple[Configuration, ...] = (
     Configuration(
         "disaggregated_paged", "scenarios/distserve_check/disaggregated_opt13b_a100_paged.yaml", 2
     ),
+    Configuration(
+        "colocated_paged_3gpu",
+        "scenarios/distserve_check/colocated_opt13b_a100_paged_3gpu.yaml",
+        3,
+    ),
+    Configuration(
+        "disaggregated_paged_tp2",
+        "scenarios/distserve_check/disaggregated_opt13b_a100_paged_tp2.yaml",
+        3,
+    ),
 )
 """The configurations compared: colocated (priced by DistServe's fit, and by its fit of vLLM)
 and disaggregated (one prefill and one decode replica, DistServe's fit), each with KV reserved
 whole (``scheduler.kv.on_full: queue``) and with KV that grows page by page (``_paged``:
-``preempt_recompute``, as vLLM and DistServe hold it)."""
+``preempt_recompute``, as vLLM and DistServe hold it); and DistServe's own placement (prefill
+at TP 2 and decode at TP 1, 3 GPUs) against three colocated GPUs, with paged KV."""
 
 
 def opt_lengths(trace: Path = TRACE) -> pd.DataFrame:

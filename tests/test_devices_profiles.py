@@ -25,6 +25,7 @@ SHIPPED = {
     "macbook-m3-max",
     "jetson-orin-nano-super",
     "a100-tp1",
+    "a100-tp2",
     "a100-tp4",
     "h100-tp1",
     "h100-tp2",

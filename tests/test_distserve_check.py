@@ -179,3 +179,13 @@ def test_the_paged_disaggregated_case_validates_and_runs():
     result = simulator.run(scenario)
     assert result.summary["requests"]["completed"] == 40
     assert result.summary["disaggregation"]["transfers"] == 40
+
+
+def test_distserves_placement_prefills_at_tp_2_on_the_derived_profile():
+    case = CASE.with_name("disaggregated_opt13b_a100_paged_tp2.yaml")
+    scenario = simulator.load_scenario(case, ["workload.synthetic.num_requests=40"])
+    prefill = next(d for d in scenario.devices if d.role == "prefill")
+    assert (prefill.tensor_parallel, prefill.profile_path.name) == (2, "a100-tp2.yaml")
+    result = simulator.run(scenario)
+    assert result.summary["requests"]["completed"] == 40
+    assert result.summary["disaggregation"]["by_role"]["prefill"]["gpu_hours"] > 0

@@ -1,7 +1,7 @@
 """Tensor-parallel degrees as candidates of the online planner (``planner.candidates.tensor_parallel``).
 
 A Llama-2-7B pool on the shipped A100 profiles (``a100-tp1.yaml``,
-``a100-tp4.yaml``; the model's LUT has rows at tensor parallel 1, 2, 4 and
+``a100-tp2.yaml``, ``a100-tp4.yaml``; the model's LUT has rows at tensor parallel 1, 2, 4 and
 8): at 2 requests/s one TP-1 replica meets the SLOs with a quarter of the
 GPUs, at 12 requests/s its decode steps are too slow for the 25 ms TPOT
 target and a TP-4 replica meets it. The planner starts at TP 1 and moves
@@ -124,8 +124,8 @@ def test_without_tensor_parallel_candidates_no_other_plans(tmp_path):
 
 
 def test_an_unusable_degree_is_refused_naming_the_usable_ones(tmp_path):
-    """Degree 2 has LUT rows but no A100 profile: refused, listing 1 and 4 with their files."""
-    path = _write(tmp_path, [1, 2])
+    """Degree 8 has LUT rows but no A100 profile: refused, listing 1, 2 and 4 with their files."""
+    path = _write(tmp_path, [1, 8])
     verdict = validate_file(path)
     assert verdict.error is not None
     lines = [issue.format() for issue in verdict.error.issues]
@@ -133,7 +133,7 @@ def test_an_unusable_degree_is_refused_naming_the_usable_ones(tmp_path):
     assert len(lines) == 1, text
     assert path.name in text
     assert "planner.candidates.tensor_parallel[1]" in text
-    assert "1 (a100-tp1.yaml), 4 (a100-tp4.yaml)" in text
+    assert "1 (a100-tp1.yaml), 2 (a100-tp2.yaml), 4 (a100-tp4.yaml)" in text
     assert "no usable device profile and LUT at this tensor-parallel degree" in text
     assert simulate_main([str(path), "-o", str(tmp_path / "out"), "--quiet"]) == 2
 
