@@ -104,6 +104,32 @@ def test_ttft_is_the_colocated_ttft_plus_the_transfer(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("on_full", ["queue", "preempt_recompute"])
+def test_a_request_no_decode_replica_could_ever_hold_is_rejected(
+    tmp_path: Path, on_full: str
+) -> None:
+    # 10 MiB of decode KV: less than the 101 (preempt_recompute) or 110 (queue)
+    # tokens of one request, so waiting for a decode replica would never end.
+    scenario = load_scenario(
+        _disaggregated(
+            tmp_path,
+            workload=synthetic(2, 1.0, 100, 10, slo=SLO),
+            decode_kv_limit_mb=10.0,
+            edit={"scheduler.kv": {"on_full": on_full}},
+        )
+    )
+    per_token_mb = build_runtime(scenario).replicas[0].kv_mb_per_token["decode"]
+    assert 101 * per_token_mb > 10.0
+    result = run(scenario)
+    frame = result.requests
+    assert list(frame["outcome"]) == ["rejected", "rejected"]
+    assert list(frame["reason"]) == ["kv_capacity", "kv_capacity"]
+    section = result.summary["disaggregation"]
+    assert section["transfers"] == 0 and section["waiting_at_end"] == 0
+    # Each was prefilled (its prefill replica freed the KV): the second prefilled after the first.
+    assert result.output.replica_busy_s[0] > 0
+
+
+@pytest.mark.parametrize("on_full", ["queue", "preempt_recompute"])
 def test_a_request_waits_for_decode_kv_until_the_running_one_finishes(
     tmp_path: Path, on_full: str
 ) -> None:

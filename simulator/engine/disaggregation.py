@@ -12,7 +12,9 @@ request (freeing KV: its last token committed, or verified), requests waiting
 for a decode replica are retried. Under ``scheduler.kv.on_full:
 preempt_recompute`` a request a decode replica preempts recomputes its
 context on that replica, first in line (:mod:`~simulator.engine.kv_transfer`,
-"KV that grows").
+"KV that grows"). A prefilled request that no decode replica it could move
+to could ever hold (its need there beyond the replica's whole KV budget) is
+rejected, reason ``kv_capacity``, instead of waiting for room forever.
 
 Speculation runs on the decode side. In mode ``fused`` the decode replica
 runs the fused rounds. In modes ``distributed`` and ``hybrid`` a request that
@@ -152,7 +154,20 @@ class Disaggregation:
         self.transfers.retry()
 
     def _hand_over(self, req: RequestState, kind: str, replica: TargetReplica) -> None:
+        """Move the request's KV on, or reject it when no decode replica could ever hold it."""
+        if not self._ever_fits(req, kind, replica):
+            replica.finish(req)  # its prefill replica frees the KV
+            self.flow.reject_on_replica(req, "kv_capacity")
+            return
         self.transfers.hand_over(req, kind, replica)
+
+    def _ever_fits(self, req: RequestState, kind: str, prefill: TargetReplica) -> bool:
+        """Whether a decode replica it could move to has the KV it needs there when empty."""
+        return any(
+            replica.kv_need_mb(req, kind) <= replica.kv.capacity_mb + 1e-9
+            and self._channel(req, prefill, replica.pool) is not None
+            for replica in self.decode
+        )
 
     def _rounds_replica(self, req: RequestState, prefill: TargetReplica) -> TargetReplica:
         """The decode replica standing for where a request routed to ``prefill`` runs its rounds.
