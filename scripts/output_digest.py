@@ -57,7 +57,12 @@ def runs() -> dict[str, tuple[Path, list[str]]]:
         ROOT / "scenarios" / "prefix_cache" / "sessions_llama31_8b_h100.yaml",
         ["scheduler.kv.prefix_cache.enabled=true", "scheduler.routing.policy=cache_aware"],
     )
-    for name in ("disaggregated", "disaggregated_fused"):
+    for name in (
+        "disaggregated",
+        "disaggregated_fused",
+        "disaggregated_distributed",
+        "disaggregated_planner",
+    ):
         table[f"disaggregation/{name}"] = (DISAGGREGATION / f"{name}.yaml", [])
     return table
 
