@@ -516,3 +516,28 @@ def test_chunked_prefill_on_a_hybrid_replica_lets_a_verifier_prompt_start(tmp_pa
     assert near["mode"] == "distributed" and set(far["mode"]) == {"fused"}
     # The fused requests are still decoding when the near prompt is done.
     assert near["ttft_server_ms"] < far["e2e_ms"].min() - 50.0
+
+
+def test_a_request_drafting_on_its_device_is_evicted_when_it_is_the_newest(tmp_path):
+    """Three distributed requests at once, each on its own laptop, KV for about two of them.
+
+    When a verify round cannot grow, the most recently admitted request is evicted even while
+    its device drafts its next round (it recomputes when that bundle arrives), and a request
+    recomputes only when its first round's tokens fit too. Before, the request asking for
+    room evicted itself whenever the newer ones were away, and the three evicted each other
+    for ever (thousands of preemptions, two never finished).
+    """
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(3, 1e6, 100, 60),
+        clients=3,
+        extra={"scheduler.kv": {"on_full": "preempt_recompute"}},
+    )
+    _with_target_profile(path, _target_profile(tmp_path, memory={"kv_cache_limit_mb": 110.0}))
+    frame = _requests(path, until_s=10.0)  # done in under 3 s; the old loop never ended
+    assert (frame["outcome"] == "completed").all()
+    assert frame["e2e_ms"].max() < 3000.0
+    assert (frame["generated_tokens"] == 60).all()
+    assert frame["preemptions"].sum() <= 3
+    assert frame["kv_peak_mb"].max() <= 110.0

@@ -68,7 +68,7 @@ class PrefillLane:
                 continue
             need = self.kv.need_mb(req, kind)
             take = need if self.kv.cache is None else self.kv.admit_mb(req, kind, need)
-            if take > budget + 1e-9:
+            if take + self.kv.round_room_mb(req, kind) > budget + 1e-9:
                 if not eligible and need > pool.capacity_mb:
                     self.reject_too_large(i)
                     return self.select(limit) if replica.prefill_q else ([], INF)

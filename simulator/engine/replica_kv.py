@@ -29,6 +29,7 @@ between its queues and its holders when it evicts or spills them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from policies.lanes import FUSED, VERIFY
@@ -39,6 +40,8 @@ from simulator.engine.replica_view import ReplicaView
 from simulator.engine.request_state import RequestState
 
 INF = float("inf")
+AWAY = "away"
+"""The eviction kind of a request away on its device (not in any lane of the replica)."""
 DECODE_ROLE = "decode"
 """``hardware_profiles[].role`` of a disaggregated fleet's decode replicas."""
 
@@ -71,6 +74,12 @@ class ReplicaKv:
         """Request id -> the cached blocks referenced for it."""
         self._cached_tokens: dict[int, int] = {}
         """Request id -> prompt tokens its current prefill found cached."""
+        self.evicts_away = False
+        """Whether requests whose next round is being drafted on their device may be evicted
+        (set by the replica: KV that grows, whole-round iterations)."""
+        self.parked: set[int] = set()
+        """Ids of requests evicted while away on their device: their next round, when its
+        bundle arrives, first recomputes their context (:meth:`recompute_parked`)."""
 
     def need_mb(self, req: RequestState, kind: str) -> float:
         """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
@@ -80,6 +89,20 @@ class ReplicaKv:
                 req.prompt_tokens + req.output_tokens + self.replica.context.k_reserve
             ) * per_token
         return (req.context + 1) * per_token
+
+    def round_room_mb(self, req: RequestState, kind: str) -> float:
+        """KV a recomputed request's first round will add, free when its recomputation starts.
+
+        With ``preempt_recompute`` a request evicted from speculative rounds
+        (``kind`` verify or fused, past its first token) recomputes only when
+        its round's ``k_max + 1`` tokens (a tree: its nodes) fit beside its context, so
+        that its round can run when its context is rebuilt instead of
+        evicting the request again at once (vLLM's lookahead slots). 0 for
+        anything else.
+        """
+        if not self.grows or req.generated == 0 or kind not in (VERIFY, FUSED):
+            return 0.0
+        return self.replica.context.k_reserve * self.mb_per_token[kind]
 
     def handed_over_mb(self, req: RequestState, kind: str) -> float:
         """KV a decode replica reserves for a request a prefill replica hands it.
@@ -267,9 +290,12 @@ class ReplicaKv:
         """Evict requests until the batch's next iteration fits in KV (``preempt_recompute``).
 
         As vLLM does when a running sequence cannot grow, the most recently
-        admitted request goes first, whether it waits in the decode lane or
-        belongs to the batch; the oldest requests keep running, so the
-        replica always makes progress. Each victim frees its KV and goes to
+        admitted request goes first, whether it waits in the decode lane,
+        belongs to the batch or (a distributed request, past its first token)
+        is away while its device drafts its next round; the oldest requests
+        keep running, so the replica always makes progress. A request evicted
+        while away is parked: it recomputes its context when its next bundle
+        arrives (:meth:`recompute_parked`). Each victim frees its KV and goes to
         the head of the prefill lane to recompute its context. Returns what
         is left of the batch (empty when not even its oldest member fits).
         On a decode replica of a disaggregated fleet the room made is
@@ -300,16 +326,34 @@ class ReplicaKv:
             queued[id(req)] = FUSED
         for req in replica.pass_q:
             queued[id(req)] = FUSED
+        away = self.evicts_away
         for req in reversed(replica.holders):
             if id(req) in in_batch:
                 return req, kind
             if id(req) in queued:
                 return req, queued[id(req)]
+            if away and req.drafter is not None and not math.isnan(req.first_token_server_s):
+                return req, AWAY
         raise AssertionError("a batch member holds no KV")
 
     def _evict(self, victim: RequestState, kind: str) -> None:
-        """Free the victim's KV and queue it, first in line, to recompute its prefill."""
+        """Free the victim's KV and queue it, first in line, to recompute its prefill.
+
+        A victim away on its device (``kind`` :data:`AWAY`) is parked instead:
+        it recomputes when its next bundle arrives.
+        """
         replica = self.replica
+        if kind == AWAY:
+            self.release(victim)
+            victim.preemptions += 1
+            self.parked.add(victim.request_id)
+            replica.context.tracer.event(
+                replica.env.now,
+                "preempt",
+                f"request {victim.request_id}",
+                f"replica {replica.index}",
+            )
+            return
         queue = replica.decode_q[kind]
         if victim in queue:
             queue.remove(victim)
@@ -323,6 +367,12 @@ class ReplicaKv:
         replica.context.tracer.event(
             replica.env.now, "preempt", f"request {victim.request_id}", f"replica {replica.index}"
         )
+
+    def recompute_parked(self, req: RequestState, kind: str) -> None:
+        """A parked request's bundle arrived: it recomputes its context first in line, then verifies."""
+        self.parked.discard(req.request_id)
+        replica = self.replica
+        replica.prefill_q.insert(0, (req, kind, req.arrival_s))
 
     def with_kv(self, items: list[QueuedItem]) -> list[QueuedItem]:
         """Verify items with the KV their step would add and the free KV (``reads_kv`` policies).

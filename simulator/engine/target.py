@@ -195,6 +195,7 @@ class TargetReplica:
         self.window = ReplicaWindow(context.signal_window) if context.signal_window > 0 else None
         """Recent iterations and rounds for the k controller (``None``: not kept)."""
         self.kv_rule = ReplicaKv(self, self.kv)
+        self.kv_rule.evicts_away = self.kv_rule.grows and not self.arbiter.splits_rounds
         """Its KV policy (``scheduler.kv.on_full``)."""
         self.prefill = PrefillLane(self, self.kv_rule)
         self.decode_runs = DecodeRuns(self, self.kv_rule)
@@ -258,7 +259,11 @@ class TargetReplica:
         if kind == FUSED:
             self.speculation.choose_k(req)
         req.ready_s = now
-        self.decode_q[kind].append(req)
+        parked = self.kv_rule.parked
+        if parked and req.request_id in parked:
+            self.kv_rule.recompute_parked(req, kind)
+        else:
+            self.decode_q[kind].append(req)
         if not self.busy:
             self._decide_at(now)
 
@@ -353,9 +358,13 @@ class TargetReplica:
     def _take_arrived(self, now_s: float) -> None:
         """Move the announced work that has arrived by ``now_s`` into its lane."""
         incoming = self._incoming
+        parked = self.kv_rule.parked
         while incoming and incoming[0][0] <= now_s:
             _ready_s, _seq, kind, req = heappop(incoming)
-            self.decode_q[kind].append(req)
+            if parked and req.request_id in parked:
+                self.kv_rule.recompute_parked(req, kind)
+            else:
+                self.decode_q[kind].append(req)
 
     def _decide_at(self, at_s: float) -> None:
         """Make sure the replica decides again (or cuts its decode run) by ``at_s``."""
