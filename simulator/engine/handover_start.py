@@ -46,7 +46,7 @@ from simulator.engine.disaggregation import DECODE, PREFILL, Disaggregation
 from simulator.engine.dispatcher import Dispatcher
 from simulator.engine.flow import RequestFlow
 from simulator.engine.records import InFlight
-from simulator.engine.request_state import RequestState
+from simulator.engine.request_state import RequestState, past_first_token
 from simulator.engine.speculation import LANE_OF_MODE
 from simulator.engine.target import TargetReplica
 
@@ -96,7 +96,7 @@ class HandoverStart:
         kind = LANE_OF_MODE[item.mode]
         handing = item.kv_from >= 0 or math.isfinite(item.kv_arrive_s)
         if not handing:
-            _first_token_out(req, self.flow.env.now)
+            past_first_token(req, self.flow.env.now)
         decode = self._replica(item.replica, DECODE, req)
         if item.generated >= item.output_tokens:
             replica = decode or self._first_decode(req)
@@ -155,13 +155,3 @@ class HandoverStart:
             transfers.resume_waiting(req, kind, prefill, since_s)
         self._waiting = []
         transfers.retry()
-
-
-def _first_token_out(req: RequestState, now_s: float) -> None:
-    """A request past its first token: times the run had not set yet are the start's."""
-    if math.isnan(req.first_token_server_s):
-        req.first_token_server_s = now_s
-    if not math.isfinite(req.tpot_origin_s):
-        req.tpot_origin_s = req.first_token_server_s
-    if math.isnan(req.first_token_s):
-        req.first_token_s = now_s

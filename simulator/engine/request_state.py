@@ -322,3 +322,13 @@ def _fill(columns: dict[str, np.ndarray], chunk: list[RequestState], at: int) ->
     columns["tpot_ms"][rows] = np.where(done & (output > 1), tpot, NAN)
     columns["tvt_ms"][rows] = values("tvt_max_s", np.float64) * 1000.0
     columns["e2e_ms"][rows] = np.where(done, (finish - arrival) * 1000.0, NAN)
+
+
+def past_first_token(req: RequestState, now_s: float) -> None:
+    """A what-if window's request past its first token: the times its run had not set are the start's."""
+    if math.isnan(req.first_token_server_s):
+        req.first_token_server_s = now_s
+    if not math.isfinite(req.tpot_origin_s):
+        req.tpot_origin_s = req.first_token_server_s
+    if math.isnan(req.first_token_s):
+        req.first_token_s = now_s

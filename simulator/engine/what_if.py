@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -26,7 +25,7 @@ from simulator.engine.fleet import Fleet
 from simulator.engine.flow import RequestFlow
 from simulator.engine.handover_start import HandoverStart
 from simulator.engine.records import InFlight
-from simulator.engine.request_state import RequestState
+from simulator.engine.request_state import RequestState, past_first_token
 from simulator.engine.speculation import LANE_OF_MODE
 
 T = TypeVar("T")
@@ -155,12 +154,7 @@ def place_in_flight(
             handovers.place(item, req)
             continue
         if item.generated > 0:
-            if math.isnan(req.first_token_server_s):
-                req.first_token_server_s = now
-            if not math.isfinite(req.tpot_origin_s):
-                req.tpot_origin_s = req.first_token_server_s
-            if math.isnan(req.first_token_s):
-                req.first_token_s = now
+            past_first_token(req, now)
         migrate = item.replica >= len(replicas) or (
             replicas[item.replica] not in dispatcher.linked_replicas(req)
         )
