@@ -103,22 +103,24 @@ def test_ttft_is_the_colocated_ttft_plus_the_transfer(tmp_path: Path) -> None:
     assert roles["prefill"]["gpu_hours"] == pytest.approx(held_s / 3600, rel=1e-9)
 
 
+@pytest.mark.parametrize("decode_kv_limit_mb", [10.0, 52.0])
 @pytest.mark.parametrize("on_full", ["queue", "preempt_recompute"])
 def test_a_request_no_decode_replica_could_ever_hold_is_rejected(
-    tmp_path: Path, on_full: str
+    tmp_path: Path, on_full: str, decode_kv_limit_mb: float
 ) -> None:
-    # 10 MiB of decode KV: less than the 101 (preempt_recompute) or 110 (queue)
-    # tokens of one request, so waiting for a decode replica would never end.
+    # 10 MiB of decode KV: less than the 101 tokens the transfer carries; 52 MiB holds
+    # those but not the 110 (prompt, output and a round) the request holds at its end,
+    # so under preempt_recompute it would evict itself and recompute for ever.
     scenario = load_scenario(
         _disaggregated(
             tmp_path,
             workload=synthetic(2, 1.0, 100, 10, slo=SLO),
-            decode_kv_limit_mb=10.0,
+            decode_kv_limit_mb=decode_kv_limit_mb,
             edit={"scheduler.kv": {"on_full": on_full}},
         )
     )
     per_token_mb = build_runtime(scenario).replicas[0].kv_mb_per_token["decode"]
-    assert 101 * per_token_mb > 10.0
+    assert 110 * per_token_mb > decode_kv_limit_mb
     result = run(scenario)
     frame = result.requests
     assert list(frame["outcome"]) == ["rejected", "rejected"]

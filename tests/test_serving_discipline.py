@@ -541,3 +541,36 @@ def test_a_request_drafting_on_its_device_is_evicted_when_it_is_the_newest(tmp_p
     assert (frame["generated_tokens"] == 60).all()
     assert frame["preemptions"].sum() <= 3
     assert frame["kv_peak_mb"].max() <= 110.0
+
+
+@pytest.mark.parametrize("mode", ["none", "fused", "distributed"])
+def test_growing_kv_refuses_a_request_whose_end_could_never_fit(tmp_path, mode):
+    """KV for 220 tokens: a 100-token prompt fits, but not with its 400-token output.
+
+    Under preempt_recompute such a request is rejected on admission (``kv_capacity``), as
+    vLLM refuses a request longer than its KV cache holds. Before, it grew until it had the
+    replica to itself and then evicted itself and recomputed for ever (over 2,000
+    preemptions in 30 s in mode none) or stalled (fused, distributed). Two that fit alone
+    but not together both complete.
+    """
+    profile = _target_profile(tmp_path, memory={"kv_cache_limit_mb": 110.0})
+    extra = {"scheduler.kv": {"on_full": "preempt_recompute"}}
+    too_long = write_scenario(
+        tmp_path, mode=mode, workload=synthetic(2, 1e6, 100, 400), clients=2, extra=extra
+    )
+    frame = _requests(_with_target_profile(too_long, profile), until_s=30.0)
+    assert list(frame["outcome"]) == ["rejected", "rejected"]
+    assert list(frame["reason"]) == ["kv_capacity", "kv_capacity"]
+    assert frame["preemptions"].sum() == 0
+    fitting = write_scenario(
+        tmp_path,
+        mode=mode,
+        workload=synthetic(2, 1e6, 100, 60),
+        clients=2,
+        extra=extra,
+        name="fits.yaml",
+    )
+    frame = _requests(_with_target_profile(fitting, profile), until_s=30.0)
+    assert (frame["outcome"] == "completed").all()
+    assert (frame["generated_tokens"] == 60).all()
+    assert frame["kv_peak_mb"].max() <= 110.0

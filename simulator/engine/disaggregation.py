@@ -164,7 +164,7 @@ class Disaggregation:
     def _ever_fits(self, req: RequestState, kind: str, prefill: TargetReplica) -> bool:
         """Whether a decode replica it could move to has the KV it needs there when empty."""
         return any(
-            replica.kv_need_mb(req, kind) <= replica.kv.capacity_mb + 1e-9
+            replica.kv_ever_fits(req, kind)
             and self._channel(req, prefill, replica.pool) is not None
             for replica in self.decode
         )

@@ -260,6 +260,10 @@ class Dispatcher:
         if self._exceeds_context_window(req, replica, kind):
             flow.reject_on_replica(req, "context_window")
             return
+        if replica.kv_rule.grows and not replica.kv_ever_fits(req, kind):
+            # KV that grows: refused up front (a queue reserve is refused at its prefill).
+            flow.reject_on_replica(req, "kv_capacity")
+            return
         if req.drafter is not None and not req.drafter.can_ever_fit(req):
             flow.reject_on_replica(req, "device_kv_capacity")
             return

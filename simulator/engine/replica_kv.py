@@ -44,6 +44,8 @@ AWAY = "away"
 """The eviction kind of a request away on its device (not in any lane of the replica)."""
 DECODE_ROLE = "decode"
 """``hardware_profiles[].role`` of a disaggregated fleet's decode replicas."""
+PREFILL_ROLE = "prefill"
+"""``hardware_profiles[].role`` of a disaggregated fleet's prefill replicas."""
 
 
 class ReplicaKv:
@@ -83,12 +85,30 @@ class ReplicaKv:
 
     def need_mb(self, req: RequestState, kind: str) -> float:
         """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
-        per_token = self.mb_per_token[kind]
         if self.policy == "queue":
-            return (
-                req.prompt_tokens + req.output_tokens + self.replica.context.k_reserve
-            ) * per_token
-        return (req.context + 1) * per_token
+            return self.lifetime_mb(req, kind)
+        return (req.context + 1) * self.mb_per_token[kind]
+
+    def lifetime_mb(self, req: RequestState, kind: str) -> float:
+        """KV the request holds at its end: its prompt, its whole output and one round of drafts."""
+        tokens = req.prompt_tokens + req.output_tokens + self.replica.context.k_reserve
+        return tokens * self.mb_per_token[kind]
+
+    def ever_fits(self, req: RequestState, kind: str) -> bool:
+        """Whether the request could run to its end here with the replica to itself.
+
+        With ``queue`` its prefill's reserve must fit the whole budget. With
+        ``preempt_recompute`` the KV it holds at its end must (its prompt and
+        one token on a prefill replica, which hands it over), as vLLM
+        refuses a request longer than ``max_model_len``, which is at most what
+        its KV cache holds: otherwise the request would evict itself and
+        recompute for ever once it had the replica to itself.
+        """
+        if self.grows and self.replica.serves != PREFILL_ROLE:
+            need = self.lifetime_mb(req, kind)
+        else:
+            need = self.need_mb(req, kind)
+        return need <= self.pool.capacity_mb + 1e-9
 
     def round_room_mb(self, req: RequestState, kind: str) -> float:
         """KV a recomputed request's first round will add, free when its recomputation starts.

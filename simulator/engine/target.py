@@ -317,6 +317,10 @@ class TargetReplica:
         """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
         return self.kv_rule.need_mb(req, kind)
 
+    def kv_ever_fits(self, req: RequestState, kind: str) -> bool:
+        """Whether the request could run to its end here alone (see :meth:`ReplicaKv.ever_fits`)."""
+        return self.kv_rule.ever_fits(req, kind)
+
     def release(self, req: RequestState) -> None:
         """Free a request's KV (at completion or eviction)."""
         self.kv_rule.release(req)
