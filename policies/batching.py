@@ -56,11 +56,18 @@ class BatchingPolicy(Policy, Protocol):
             a draft device's or decode lane's lone item without asking (and
             builds no ``QueuedItem`` for it). A class or instance attribute.
             Default ``False``.
+        orders_by_arrival: ``select`` reads only each item's ``enqueued_s`` and
+            ``new_tokens`` and takes the oldest first: the policy also has
+            ``select_by_arrival(enqueued_s, new_tokens, now_s)``, which the
+            engine calls with those two columns instead of building a
+            ``QueuedItem`` per waiting item (see :class:`SizeTimeoutBatcher`).
+            Default ``False``.
     """
 
     predicts_ttft: ClassVar[bool] = False
     reads_kv: ClassVar[bool] = False
     takes_lone_item: bool = False
+    orders_by_arrival: bool = False
 
     def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
         """Return the items to run now, or when to be asked again.
@@ -93,36 +100,70 @@ class SizeTimeoutBatcher(BatchingPolicy):
         self._max_wait_s = limits.max_wait_ms / 1000.0
         # A lone item waits only for a batch to fill (max_batch > 1, max_wait_ms > 0);
         # a subclass with its own select rule decides for itself.
-        self.takes_lone_item = type(self).select is SizeTimeoutBatcher.select and (
-            limits.max_batch == 1 or self._max_wait_s == 0.0
-        )
+        plain = type(self).select is SizeTimeoutBatcher.select
+        self.takes_lone_item = plain and (limits.max_batch == 1 or self._max_wait_s == 0.0)
+        self.orders_by_arrival = plain and type(self)._order is SizeTimeoutBatcher._order
 
     def select(self, waiting: Sequence[QueuedItem], now_s: float) -> BatchChoice:
         """Apply the size/timeout rule (see the class docstring)."""
         if not waiting:
             return BatchChoice(())
-        limits = self.limits
         if len(waiting) == 1:
-            # The common case on a lightly loaded lane, without the sorting.
-            due_s = waiting[0].enqueued_s + self._max_wait_s
-            if limits.max_batch > 1 and now_s < due_s:
-                return BatchChoice((), wake_at_s=due_s)
-            return _TAKE_FIRST
-        oldest_s = min(item.enqueued_s for item in waiting)
-        due_s = oldest_s + self._max_wait_s
-        if len(waiting) < limits.max_batch and now_s < due_s:
+            return self._lone(waiting[0].enqueued_s, now_s)
+        held = self._held(min(item.enqueued_s for item in waiting), len(waiting), now_s)
+        if held is not None:
+            return held
+        tokens = [item.new_tokens for item in waiting] if self.limits.max_tokens is not None else ()
+        return self._fill(self._order(waiting, now_s), tokens)
+
+    def select_by_arrival(
+        self, enqueued_s: Sequence[float], new_tokens: Sequence[int], now_s: float
+    ) -> BatchChoice:
+        """:meth:`select` of the items with these enqueue times and new tokens, oldest first.
+
+        ``new_tokens`` may be empty when the limits have no ``max_tokens``
+        (nothing reads it then). Only for a policy whose ``orders_by_arrival``
+        is true (its :meth:`select` and order are this class's).
+        """
+        if not enqueued_s:
+            return BatchChoice(())
+        if len(enqueued_s) == 1:
+            return self._lone(enqueued_s[0], now_s)
+        held = self._held(min(enqueued_s), len(enqueued_s), now_s)
+        if held is not None:
+            return held
+        order = sorted(range(len(enqueued_s)), key=enqueued_s.__getitem__)
+        return self._fill(order, new_tokens)
+
+    def _lone(self, enqueued_s: float, now_s: float) -> BatchChoice:
+        """The rule for a single waiting item: it waits only for a batch to fill."""
+        due_s = enqueued_s + self._max_wait_s
+        if self.limits.max_batch > 1 and now_s < due_s:
             return BatchChoice((), wake_at_s=due_s)
-        order = self._order(waiting, now_s)
+        return _TAKE_FIRST
+
+    def _held(self, oldest_s: float, waiting: int, now_s: float) -> BatchChoice | None:
+        """The choice to wait for a fuller batch, or ``None`` when a batch runs now."""
+        due_s = oldest_s + self._max_wait_s
+        if waiting < self.limits.max_batch and now_s < due_s:
+            return BatchChoice((), wake_at_s=due_s)
+        return None
+
+    def _fill(self, order: Sequence[int], new_tokens: Sequence[int]) -> BatchChoice:
+        """The items in ``order`` up to ``max_batch`` and ``max_tokens`` (``new_tokens`` by index)."""
+        limits = self.limits
+        if limits.max_tokens is None:
+            return BatchChoice(tuple(order[: limits.max_batch]))
         take: list[int] = []
         tokens = 0
         for index in order:
             if len(take) == limits.max_batch:
                 break
-            new_tokens = waiting[index].new_tokens
-            if limits.max_tokens is not None and take and tokens + new_tokens > limits.max_tokens:
+            tokens_of = new_tokens[index]
+            if take and tokens + tokens_of > limits.max_tokens:
                 break
             take.append(index)
-            tokens += new_tokens
+            tokens += tokens_of
         return BatchChoice(tuple(take))
 
     def _order(self, waiting: Sequence[QueuedItem], now_s: float) -> list[int]:

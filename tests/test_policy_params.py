@@ -56,6 +56,7 @@ def test_capabilities_and_their_defaults_per_family():
         "predicts_ttft": False,
         "reads_kv": False,
         "takes_lone_item": False,
+        "orders_by_arrival": False,
     }
     assert caps["k_control"] == {
         "random_stream": None,

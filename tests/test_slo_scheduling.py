@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.batching import (
     BatchLimits,
@@ -88,6 +90,7 @@ def seen(monkeypatch) -> list[tuple[float, list[QueuedItem]]]:
     def asked_about_everything(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
         self.takes_lone_item = False  # so the engine asks about a lone item as well
+        self.orders_by_arrival = False  # and gives it the items' views
 
     monkeypatch.setattr(SizeTimeoutBatcher, "select", recording)
     monkeypatch.setattr(SizeTimeoutBatcher, "__init__", asked_about_everything)
@@ -184,3 +187,41 @@ def test_takes_lone_item_only_where_select_takes_it(policy, max_batch, max_wait_
         for enqueued_s in (0.0, 1.0):
             item = QueuedItem(7, enqueued_s, math.inf, 100, 5)
             assert lane.select([item], 1.0).take == (0,)
+
+
+@pytest.mark.parametrize(
+    ("policy", "orders"),
+    [
+        (FcfsVerify, True),
+        (SizeTimeoutBatcher, True),
+        (EdfVerify, False),
+        (LeastSlackVerify, False),
+        (KvAwareEdfVerify, False),
+        (TtftBoundedPrefill, False),
+    ],
+)
+def test_orders_by_arrival_only_where_select_is_the_first_come_rule(policy, orders):
+    assert policy(BatchLimits(8, 0.0)).orders_by_arrival is orders
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(
+        st.tuples(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0]), st.integers(1, 9)),
+        min_size=1,
+        max_size=12,
+    ),
+    max_batch=st.integers(1, 6),
+    max_wait_ms=st.sampled_from([0.0, 700.0, 5000.0]),
+    max_tokens=st.one_of(st.none(), st.integers(1, 20)),
+    now_s=st.sampled_from([1.0, 2.0, 9.0]),
+)
+def test_select_by_arrival_chooses_as_select_does(items, max_batch, max_wait_ms, max_tokens, now_s):
+    """The engine's column path (no views) takes what ``select`` takes, ties in queue order."""
+    lane = FcfsVerify(BatchLimits(max_batch, max_wait_ms, max_tokens))
+    views = [
+        QueuedItem(i, enqueued, math.inf, 100, tokens) for i, (enqueued, tokens) in enumerate(items)
+    ]
+    enqueued_s = [enqueued for enqueued, _ in items]
+    new_tokens = [tokens for _, tokens in items] if max_tokens is not None else []
+    assert lane.select_by_arrival(enqueued_s, new_tokens, now_s) == lane.select(views, now_s)

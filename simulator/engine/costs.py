@@ -51,7 +51,7 @@ class ContextCurve:
     extrapolates).
     """
 
-    __slots__ = ("_energy", "_k", "_latency", "_lookup", "_n", "_xs")
+    __slots__ = ("_arrays", "_energy", "_k", "_latency", "_lookup", "_n", "_xs")
 
     def __init__(
         self, cost: PhaseCost, microbatch: float, fanout_k: int, gpu_only: bool = False
@@ -64,6 +64,9 @@ class ContextCurve:
         points = [self._lookup(x, microbatch, fanout_k) for x in xs]
         self._latency = [p.latency_s for p in points]
         self._energy = [p.energy_j for p in points]
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        """The grid and its values as arrays, made at the first vectorised run (np.interp
+        would convert the lists on every call)."""
 
     def at(self, context: float) -> tuple[float, float]:
         """Return ``(latency_s, energy_j)`` of one iteration at mean context ``context``."""
@@ -94,9 +97,17 @@ class ContextCurve:
         xs = self._xs
         last = context + steps - 1
         if steps >= VECTOR_MIN_STEPS and len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
+            arrays = self._arrays
+            if arrays is None:
+                arrays = self._arrays = (
+                    np.asarray(xs, dtype=float),
+                    np.asarray(self._latency, dtype=float),
+                    np.asarray(self._energy, dtype=float),
+                )
+            grid, latency, energies = arrays
             contexts = context + np.arange(steps, dtype=float)
-            lat = np.cumsum(np.interp(contexts, xs, self._latency))
-            energy = np.cumsum(np.interp(contexts, xs, self._energy))
+            lat = np.cumsum(np.interp(contexts, grid, latency))
+            energy = np.cumsum(np.interp(contexts, grid, energies))
             return lat.tolist(), energy.tolist()
         lat_total: list[float] = []
         energy_total: list[float] = []

@@ -250,10 +250,16 @@ class DraftDevice:
             # The policy would take it (every draft job is queued at or before now).
             self.draft_jobs = []
             return jobs, None
-        items = [
-            QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, r.k) for r in jobs
-        ]
-        choice = self._lane.select(items, now_s)
+        lane = self._lane
+        if lane.orders_by_arrival:
+            tokens = [r.k for r in jobs] if lane.limits.max_tokens is not None else []
+            choice = lane.select_by_arrival([r.ready_s for r in jobs], tokens, now_s)
+        else:
+            items = [
+                QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, r.k)
+                for r in jobs
+            ]
+            choice = lane.select(items, now_s)
         if not choice.take:
             return [], choice.wake_at_s
         chosen = [jobs[i] for i in choice.take[: self.max_concurrent]]

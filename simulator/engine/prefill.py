@@ -18,7 +18,7 @@ from policies.lanes import FUSED, VERIFY
 from policies.views import QueuedItem
 from simulator.engine.clock import DECISION, call_at
 from simulator.engine.replica_kv import ReplicaKv
-from simulator.engine.replica_view import ReplicaView
+from simulator.engine.replica_view import PrefillEntry, ReplicaView
 from simulator.engine.request_state import RequestState
 from simulator.engine.tracing import Span
 
@@ -79,6 +79,26 @@ class PrefillLane:
                 break
         if not eligible:
             return [], INF  # the head waits for running requests to free KV
+        now = replica.env.now
+        if self.policy.orders_by_arrival:
+            tokens = (
+                [queue[i][0].context for i in eligible]
+                if self.policy.limits.max_tokens is not None
+                else []
+            )
+            choice = self.policy.select_by_arrival([queue[i][2] for i in eligible], tokens, now)
+        else:
+            choice = self.policy.select(self._views(queue, eligible, first_kind), now)
+        if not choice.take:
+            return [], choice.wake_at_s if choice.wake_at_s is not None else INF
+        taken = [eligible[j] for j in choice.take]
+        batch = [(queue[i][0], queue[i][1]) for i in taken]
+        keep = set(taken)
+        replica.prefill_q = [entry for i, entry in enumerate(queue) if i not in keep]
+        return batch, INF
+
+    def _views(self, queue: list[PrefillEntry], eligible: list[int], kind: str) -> list[QueuedItem]:
+        """The prefill policy's view of the eligible prompts (predicted times if it reads them)."""
         items = [
             QueuedItem(
                 queue[i][0].request_id,
@@ -90,15 +110,8 @@ class PrefillLane:
             for i in eligible
         ]
         if self.predicts_ttft:
-            items = self._with_prefill_s(items, first_kind, [queue[i][0] for i in eligible])
-        choice = self.policy.select(items, replica.env.now)
-        if not choice.take:
-            return [], choice.wake_at_s if choice.wake_at_s is not None else INF
-        taken = [eligible[j] for j in choice.take]
-        batch = [(queue[i][0], queue[i][1]) for i in taken]
-        keep = set(taken)
-        replica.prefill_q = [entry for i, entry in enumerate(queue) if i not in keep]
-        return batch, INF
+            items = self._with_prefill_s(items, kind, [queue[i][0] for i in eligible])
+        return items
 
     def _with_prefill_s(
         self, items: list[QueuedItem], kind: str, reqs: list[RequestState]

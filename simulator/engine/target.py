@@ -533,31 +533,15 @@ class TargetReplica:
             # Its policy would take it (it is queued at or before now); one item
             # always fits a token budget.
             return (kind, [queue[0]]), INF
-        # Deadlines (see policies/README.md): a verify bundle is due one TVT
-        # after it was sent when its class has a TVT target; otherwise, and for
-        # plain decode and fused rounds, the next token is due on the TPOT pace.
-        if kind == DECODE:
-            items = [
-                QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, 1)
-                for r in queue
-            ]
+        now = self.env.now
+        if lane.orders_by_arrival and not (kind == VERIFY and self._guard_kv):
+            # The policy reads only when each item was queued and its new tokens.
+            tokens: list[int] | tuple[()] = ()
+            if lane.limits.max_tokens is not None:
+                tokens = [1] * len(queue) if kind == DECODE else [r.k + 1 for r in queue]
+            choice = lane.select_by_arrival([r.ready_s for r in queue], tokens, now)
         else:
-            by_tvt = kind == VERIFY
-            items = [
-                QueuedItem(
-                    r.request_id,
-                    r.ready_s,
-                    r.round_sent_s + r.tvt_slo_s
-                    if by_tvt and r.tvt_slo_s < INF
-                    else next_token_due_s(r),
-                    r.context,
-                    r.k + 1,
-                )
-                for r in queue
-            ]
-        if kind == VERIFY and self._guard_kv:
-            items = self.kv_rule.with_kv(items)
-        choice = lane.select(items, self.env.now)
+            choice = lane.select(self._views(queue, kind), now)
         if choice.spill and kind == VERIFY:
             spilled_batch, wake_at = self.kv_rule.spill(queue, choice.take, choice.spill)
             if spilled_batch and token_budget is not None:
@@ -570,12 +554,41 @@ class TargetReplica:
             used = 0
             fits = 0
             for i in take:
-                used += items[i].new_tokens
+                used += 1 if kind == DECODE else queue[i].k + 1
                 if used > token_budget and fits:
                     break
                 fits += 1
             take = take[:fits]
         return (kind, [queue[i] for i in take]), INF
+
+    def _views(self, queue: list[RequestState], kind: str) -> list[QueuedItem]:
+        """The decode lane's policy view of ``queue`` (of ``kind``), with KV figures if it reads them.
+
+        Deadlines (see policies/README.md): a verify bundle is due one TVT
+        after it was sent when its class has a TVT target; otherwise, and for
+        plain decode and fused rounds, the next token is due on the TPOT pace.
+        """
+        if kind == DECODE:
+            return [
+                QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, 1)
+                for r in queue
+            ]
+        by_tvt = kind == VERIFY
+        items = [
+            QueuedItem(
+                r.request_id,
+                r.ready_s,
+                r.round_sent_s + r.tvt_slo_s
+                if by_tvt and r.tvt_slo_s < INF
+                else next_token_due_s(r),
+                r.context,
+                r.k + 1,
+            )
+            for r in queue
+        ]
+        if kind == VERIFY and self._guard_kv:
+            items = self.kv_rule.with_kv(items)
+        return items
 
     def step_tokens(self, step: Any) -> int:
         """Tokens a decode-lane batch processes: 1 per plain decode, k + 1 per round."""
