@@ -36,12 +36,13 @@ import yaml
 import simulator.written_results as written_results
 from simulator._version import __version__
 from simulator.content_hash import code_sha256, input_sha256, scenario_sha256
+from simulator.csv_table import FLOAT_FORMAT as FLOAT_FORMAT
+from simulator.csv_table import write_csv
 from simulator.errors import InputError, NonFiniteResult, make_issue
 from simulator.runner import Result
 
 logger = logging.getLogger(__name__)
 
-FLOAT_FORMAT = "%.9g"
 OUTPUT_FILES = (
     "summary.json",
     "requests.csv",
@@ -219,7 +220,7 @@ def _write_text(path: Path, content: Content) -> None:
 
 
 def csv_writer(frame: pd.DataFrame) -> Callable[[TextIO], None]:
-    """What writes ``frame`` as a results CSV (pandas writes it in chunks of rows).
+    """What writes ``frame`` as a results CSV, in chunks of rows (:mod:`simulator.csv_table`).
 
     The bytes are those of ``frame.to_csv(index=False, ...)`` as one string;
     written to the file as they are made, a table of a million rows is never
@@ -227,7 +228,7 @@ def csv_writer(frame: pd.DataFrame) -> Callable[[TextIO], None]:
     """
 
     def write(handle: TextIO) -> None:
-        frame.to_csv(handle, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+        write_csv(frame, handle)
 
     return write
 
