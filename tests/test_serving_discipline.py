@@ -574,3 +574,22 @@ def test_growing_kv_refuses_a_request_whose_end_could_never_fit(tmp_path, mode):
     assert (frame["outcome"] == "completed").all()
     assert (frame["generated_tokens"] == 60).all()
     assert frame["kv_peak_mb"].max() <= 110.0
+
+
+def test_a_request_rejected_while_it_waits_for_its_device_frees_the_device(tmp_path):
+    """One laptop serving one request at a time; KV for 120 tokens on the replica (queue).
+
+    The second request (40 + 100 tokens) is rejected (``kv_capacity``) while it still waits
+    for the laptop, busy with the first. Before, it stayed in the laptop's queue, took the
+    laptop when the first finished and held it for ever: the third request got its first
+    token and nothing more (unfinished however long the run).
+    """
+    trace = tmp_path / "three.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,40,10\n0.01,40,100\n0.02,40,10\n")
+    workload = {"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}}
+    path = write_scenario(tmp_path, mode="distributed", workload=workload, clients=1)
+    _with_target_profile(path, _target_profile(tmp_path, memory={"kv_cache_limit_mb": 60.0}))
+    frame = _requests(path, until_s=30.0)
+    assert list(frame["outcome"]) == ["completed", "rejected", "completed"]
+    assert frame.loc[1, "reason"] == "kv_capacity"
+    assert list(frame["generated_tokens"]) == [10, 0, 10]

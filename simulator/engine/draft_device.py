@@ -186,11 +186,19 @@ class DraftDevice:
         self._work_arrived()
 
     def finish(self, req: RequestState) -> None:
-        """The request is complete: free its slot for the next waiting one."""
+        """The request ended: free its slot for the next waiting one.
+
+        A request its replica rejects (``kv_capacity``) may end while it still
+        waits for a slot here; it leaves the queue, or it would take a slot
+        once one is free and hold it for ever (nothing drafts for a rejected
+        request), stalling every request of the device after it.
+        """
         if req in self.active:
             self.active.remove(req)
             if self.kv_limit_mb is not None:
                 self.kv_used_mb -= self.kv_need_mb(req)
+        elif req in self.waiting:
+            self.waiting.remove(req)
         self.ready_prefilled.discard(req.request_id)
         self.ready_first_token.discard(req.request_id)
         while self.waiting and self._has_room(self.waiting[0]):
