@@ -224,3 +224,35 @@ def test_a_latency_predicting_hybrid_policy_runs(tmp_path: Path) -> None:
     frame = run(load_scenario(_two_by_two(tmp_path, "hybrid", 8, edit=edit))).requests
     assert (frame["outcome"] == "completed").all()
     assert set(frame["replica"]) <= {2, 3}
+
+
+def test_a_hand_over_placed_while_a_round_commits_leaves_the_others_growth(
+    tmp_path: Path,
+) -> None:
+    """Fused rounds on a decode replica of 130 MB (260 tokens, 0.5 MB each), acceptance 1.
+
+    Requests 0 (100 + 100 tokens) and 1 (100 + 6) decode together; request 2's context
+    (151 tokens) waits for room. The round in which request 1 finishes frees its KV while
+    it commits, before request 0 has grown by its 5 tokens: request 2's KV may be placed
+    then only where request 0's growth still fits, and it does not. Before, the first
+    member's growth ended the round's promise, request 2 took that room and the run
+    stopped with "KV allocation beyond capacity".
+    """
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,100\n0,100,6\n0,150,10\n")
+    path = _disaggregated(
+        tmp_path,
+        mode="fused",
+        workload={"source": f"trace://{trace}", "slo": SLO},
+        decode_kv_limit_mb=130.0,
+        edit={"scheduler.kv": {"on_full": "preempt_recompute"}, "network.links.2.bw_mbps": 1e6},
+    )
+    (tmp_path / "acc.yaml").write_text(
+        (tmp_path / "acc.yaml").read_text().replace("alpha: 0.7", "alpha: 1.0")
+    )
+    frame = run(load_scenario(path)).requests
+    assert (frame["outcome"] == "completed").all()
+    assert list(frame["generated_tokens"]) == [100, 6, 10]
+    assert frame["kv_peak_mb"].max() <= 130.0
+    # Request 2 moves to the decode replica only once request 0 has finished.
+    assert frame.loc[2, "e2e_ms"] > frame.loc[0, "e2e_ms"]

@@ -79,6 +79,10 @@ class ReplicaKv:
         self.evicts_away = False
         """Whether requests whose next round is being drafted on their device may be evicted
         (set by the replica: KV that grows, whole-round iterations)."""
+        self._promised_left = 0
+        """Members of the iteration under way still to grow (``promises`` only)."""
+        self._promised_each_mb = 0.0
+        """KV promised to each of them: the iteration's growth over its members."""
         self.parked: set[int] = set()
         """Ids of requests evicted while away on their device: their next round, when its
         bundle arrives, first recomputes their context (:meth:`recompute_parked`)."""
@@ -261,8 +265,13 @@ class ReplicaKv:
         The caller made room (:meth:`make_room`); with a prefix cache,
         free-but-cached blocks are evicted first when the really free KV is short.
         """
-        if self.promises:
-            self.pool.promised_mb = 0.0  # the iteration ended: its growth is allocated now
+        if self.promises and self._promised_left > 0:
+            # The iteration ended: this member's share of the promise becomes its
+            # allocation; the promise keeps the shares of members still to grow,
+            # so that a hand-over placed meanwhile (a member finishing frees KV)
+            # leaves their room.
+            self._promised_left -= 1
+            self.pool.promised_mb = self._promised_each_mb * self._promised_left
         if self.cache is not None:
             self._make_free(amount_mb)
         self.pool.allocate(amount_mb, now_s)
@@ -320,7 +329,9 @@ class ReplicaKv:
         is left of the batch (empty when not even its oldest member fits).
         On a decode replica of a disaggregated fleet the room made is
         promised to the iteration (``KvPool.promised_mb``) until it ends, so
-        that KV hand-overs reserving meanwhile leave it.
+        that KV hand-overs reserving meanwhile leave it; when it ends, each
+        member's share stays promised until that member has grown (a member
+        finishing first frees KV, and a hand-over may be placed at once).
         """
         batch = list(batch)
         while batch and not self.pool.fits(need_mb(batch)):
@@ -329,6 +340,8 @@ class ReplicaKv:
                 batch = [member for member in batch if member is not victim]
             self._evict(victim, victim_kind)
         if self.promises:
+            self._promised_left = len(batch)
+            self._promised_each_mb = need_mb(batch) / len(batch) if batch else 0.0
             self.pool.promised_mb = need_mb(batch) if batch else 0.0
         return batch
 
