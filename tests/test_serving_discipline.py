@@ -593,3 +593,31 @@ def test_a_request_rejected_while_it_waits_for_its_device_frees_the_device(tmp_p
     assert list(frame["outcome"]) == ["completed", "rejected", "completed"]
     assert frame.loc[1, "reason"] == "kv_capacity"
     assert list(frame["generated_tokens"]) == [10, 0, 10]
+
+
+@pytest.mark.parametrize("policy", ["edf", "least_slack"])
+def test_a_recomputed_decode_request_waits_until_its_step_fits(tmp_path, policy):
+    """Three requests of 50 + 100 tokens, KV for 220 tokens, one decode step at a time.
+
+    A deadline policy picks the request furthest behind: the one just recomputed, the
+    newest. Its recomputation reserves its context and one token, and its step needs
+    one token more, so it recomputes only when that token is free too. Before, it was
+    recomputed as soon as its context and one token fit, could not take its step,
+    evicted itself and recomputed again, for ever (1,413 preemptions in 20 s, two
+    requests unfinished).
+    """
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=synthetic(3, 1e6, 50, 100),
+        extra={
+            "scheduler.kv": {"on_full": "preempt_recompute"},
+            "scheduler.verify": {"policy": policy, "batching": {"max_batch": 1}},
+        },
+    )
+    _with_target_profile(path, _target_profile(tmp_path, memory={"kv_cache_limit_mb": 110.0}))
+    frame = _requests(path, until_s=20.0)
+    assert (frame["outcome"] == "completed").all()
+    assert (frame["generated_tokens"] == 100).all()
+    assert frame["preemptions"].sum() <= 3
+    assert frame["kv_peak_mb"].max() <= 110.0

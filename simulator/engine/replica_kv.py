@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from policies.lanes import FUSED, VERIFY
+from policies.lanes import DECODE, FUSED, VERIFY
 from policies.views import QueuedItem
 from simulator.engine.kv import KvPool
 from simulator.engine.prefix_cache import Block, PrefixCache
@@ -121,10 +121,18 @@ class ReplicaKv:
         (``kind`` verify or fused, past its first token) recomputes only when
         its round's ``k_max + 1`` tokens (a tree: its nodes) fit beside its context, so
         that its round can run when its context is rebuilt instead of
-        evicting the request again at once (vLLM's lookahead slots). 0 for
-        anything else.
+        evicting the request again at once (vLLM's lookahead slots). One
+        evicted from plain decode recomputes only when its first step's token
+        fits too: its recomputation reserves its context and one token, and
+        the step grows it by one more. (Before, a recomputed request whose
+        step did not fit, chosen alone for its step by a deadline policy,
+        evicted itself and recomputed for ever.) 0 for anything else.
         """
-        if not self.grows or req.generated == 0 or kind not in (VERIFY, FUSED):
+        if not self.grows or req.generated == 0:
+            return 0.0
+        if kind == DECODE:
+            return self.mb_per_token[kind]
+        if kind not in (VERIFY, FUSED):
             return 0.0
         return self.replica.context.k_reserve * self.mb_per_token[kind]
 
