@@ -98,7 +98,9 @@ class MixedIterations:
 
         Prompts already being prefilled continue first, then new ones join in
         arrival order while the running set has room and their KV fits (as in
-        :meth:`~simulator.engine.prefill.PrefillLane.select`), at most the
+        :meth:`~simulator.engine.prefill.PrefillLane.select`: a recomputation
+        also needs its first step's or round's room,
+        :meth:`~simulator.engine.replica_kv.ReplicaKv.round_room_mb`), at most the
         prefill lane's ``max_batch`` new ones per iteration. Chunks run the
         model of ``step`` (a replica runs one model per iteration). A
         prompt's first chunk holds at least the smallest context of its
@@ -141,7 +143,7 @@ class MixedIterations:
             if kv.cache is not None:
                 need = kv.admit_mb(req, kind, need)
                 cached = kv.cached_tokens(req, kind)
-            if need > free_mb + 1e-9:
+            if need + kv.round_room_mb(req, kind) > free_mb + 1e-9:
                 break
             cost = replica.costs.prefill[kind]
             assert cost is not None
