@@ -651,3 +651,42 @@ def test_chunked_prefill_recomputes_only_when_the_first_round_fits(tmp_path):
     assert (frame["generated_tokens"] == 200).all()
     assert frame["preemptions"].sum() <= 3
     assert frame["kv_peak_mb"].max() <= 160.0
+
+
+def test_chunked_prefill_on_a_hybrid_replica_runs_the_work_that_frees_kv(tmp_path):
+    """Two distributed requests hold the KV a fused prompt arriving later needs (queue).
+
+    The fused prompt heads the prefill lane but cannot start before the distributed
+    requests finish, so their verify rounds are not held back for it. Before, the
+    replica held them back so that the prompt could start, and stopped for good: the
+    three requests were still unfinished however long the run.
+    """
+    trace = tmp_path / "mixed.csv"
+    rows = "0.0,100,40,near\n0.0,100,40,near\n0.05,150,10,far\n"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens,origin\n" + rows)
+    path = write_scenario(
+        tmp_path,
+        mode="hybrid",
+        workload={"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}},
+        clients=2,
+        extra={
+            "speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 10}},
+            "scheduler.arbitration": {"policy": "chunked_prefill", "params": {"token_budget": 64}},
+            "scheduler.prefill": {"batching": {"max_batch": 8}},
+        },
+    )
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][0]["id"] = "near"
+    document["hardware_profiles"].insert(1, {**document["hardware_profiles"][0], "id": "far"})
+    document["network"]["links"] = [
+        {"src": "near", "dst": "pool", "rtt_ms": 1, "bw_mbps": 1e6},
+        {"src": "far", "dst": "pool", "rtt_ms": 50, "bw_mbps": 1e6},
+    ]
+    # KV for 400 tokens: each distributed request reserves 100 + 40 + 5 = 145.
+    profile = _target_profile(tmp_path, memory={"kv_cache_limit_mb": 200.0})
+    document["hardware_profiles"][2]["profile"] = str(profile)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    frame = _requests(path, until_s=30.0)
+    assert list(frame["mode"]) == ["distributed", "distributed", "fused"]
+    assert (frame["outcome"] == "completed").all()
+    assert list(frame["generated_tokens"]) == [40, 40, 10]

@@ -77,7 +77,10 @@ class MixedIterations:
         replicas hold the verifier and the fused model) and has waited longer
         than every item of that model's work, only work of its model, so that
         it can start; without this a stream of fused rounds would keep a
-        verifier prompt waiting for as long as it lasts.
+        verifier prompt waiting for as long as it lasts. Nothing is held back
+        while that prompt's KV does not fit (it could not start, and the work
+        held back may be what frees the KV: before, a replica holding only
+        the other model's work then stopped for good).
         """
         replica = self.replica
         if replica.chunking:
@@ -85,7 +88,13 @@ class MixedIterations:
             return [k for k in kinds if MODEL_OF[k] == model]
         if not replica.prefill_q or len(replica.holders) >= replica.max_running:
             return kinds
-        _req, head_kind, queued_s = replica.prefill_q[0]
+        head, head_kind, queued_s = replica.prefill_q[0]
+        kv = self.kv
+        need = kv.need_mb(head, head_kind)
+        if kv.cache is not None:
+            need = kv.admit_mb(head, head_kind, need)
+        if need + kv.round_room_mb(head, head_kind) > kv.pool.free_mb + 1e-9:
+            return kinds
         model = MODEL_OF[head_kind]
         others = [k for k in kinds if MODEL_OF[k] != model]
         queues = replica.decode_q
