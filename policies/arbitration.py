@@ -402,16 +402,27 @@ class UnifiedWorker(_LaneRule):
             return None, INF
         wake_s = INF
         if not lanes.pass_left():
-            if (
-                not self.admitted
-                and lanes.queue_length(PREFILL)
-                and lanes.queue_length(DECODE) < self.admit_factor * lanes.batch_limit()
-            ):
-                batch, wake_s = lanes.offer_prefill(1)
-                if batch is not None:
-                    self.admitted = True
-                    return Work(prefill=batch), INF
+            if not self.admitted:
+                work, wake_s = self._admit(lanes)
+                if work is not None:
+                    return work, INF
             self.admitted = False
             if not lanes.start_pass(lanes.batch_limit()):
-                return None, wake_s
+                # An empty pass (its prompt's request ended at its prefill, as a
+                # one-token request does): the next pass starts now and may admit
+                # a prompt. Before, the worker stopped with prompts waiting.
+                work, wake_s = self._admit(lanes)
+                return (work, INF) if work is not None else (None, wake_s)
         return Work(step=lanes.offer_round()), wake_s
+
+    def _admit(self, lanes: ReplicaLanes) -> tuple[Work | None, float]:
+        """The pass's prompt, while the decode queue is short enough (else ``None``, a wake time)."""
+        if not lanes.queue_length(PREFILL) or (
+            lanes.queue_length(DECODE) >= self.admit_factor * lanes.batch_limit()
+        ):
+            return None, INF
+        batch, wake_s = lanes.offer_prefill(1)
+        if batch is None:
+            return None, wake_s
+        self.admitted = True
+        return Work(prefill=batch), INF

@@ -242,6 +242,21 @@ def test_unified_admits_each_pass_under_a_larger_factor(tmp_path):
     ]
 
 
+def test_unified_starts_a_new_pass_after_an_empty_one(tmp_path):
+    """One-token requests end at their prefill, so their pass has no rounds.
+
+    The next pass starts at once and admits the next prompt. Before, the worker
+    stopped after the first prefill: the other two requests were never served.
+    """
+    events, result = _log(_scenario(tmp_path, "pdv_unified", ["0.0,100,1"] * 3))
+    assert _starts(events) == [
+        (0.0, "prefill", "0"),
+        (10.0, "prefill", "1"),
+        (20.0, "prefill", "2"),
+    ]
+    assert (result.requests["outcome"] == "completed").all()
+
+
 # -- GPU sharing: serialized and overlapped timing --------------------------------
 def test_overlap_shares_the_gpu_by_bound_class(tmp_path):
     """Efficiency 0.75, hand-computed.
