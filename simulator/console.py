@@ -33,6 +33,13 @@ def headline_table(summary: dict[str, Any]) -> str:
         f"rejected {rejected}  unfinished {req['unfinished']}",
         f"{'latency (ms)':<12} {'mean':>9} {'p50':>9} {'p90':>9} {'p99':>9}",
     ]
+    if req.get("stalled_at_s") is not None:
+        lines.insert(
+            2,
+            f"warning: stalled at {req['stalled_at_s']:.3f} s: nothing was left to simulate with "
+            f"{req['unfinished']} requests unfinished, each waiting for what another holds "
+            "(SCENARIO.md, 'A stalled run')",
+        )
     for name in ("ttft", "tpot", "tvt", "e2e"):
         row = lat[name]
         if name == "tvt" and row["mean"] is None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
 from simulator import load_scenario, run
+from simulator.console import headline_table
 from simulator.engine.kv_transfer import BYTES_PER_MB
 from simulator.engine.runtime import build_runtime
 from simulator.engine.tracing import ListTracer, Span
+from simulator.loading import load_packaged_schema
 from simulator.outputs import write_results
 from simulator.validate import validate_file
 from tests.engine_fixtures import synthetic, write_scenario
@@ -256,3 +260,37 @@ def test_a_hand_over_placed_while_a_round_commits_leaves_the_others_growth(
     assert frame["kv_peak_mb"].max() <= 130.0
     # Request 2 moves to the decode replica only once request 0 has finished.
     assert frame.loc[2, "e2e_ms"] > frame.loc[0, "e2e_ms"]
+
+
+def test_a_run_whose_requests_wait_on_each_other_reports_the_stall(tmp_path: Path) -> None:
+    """One laptop drafting one request at a time; two prefill replicas; one decode slot.
+
+    The first request takes the laptop and prefills its long prompt; the second, waiting for
+    the laptop, prefills its short one sooner and takes the decode replica's only running slot.
+    Each then waits for what the other holds: the run runs out of events with both unfinished,
+    and says so (``requests.stalled_at_s``, a console warning) instead of ending quietly.
+    """
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000,10\n0.001,100,10\n")
+    path = _disaggregated(
+        tmp_path,
+        mode="distributed",
+        workload={"source": f"trace://{trace}", "slo": SLO},
+        edit={"hardware_profiles.1.count": 2, "scheduler.max_running_requests": 1},
+    )
+    result = run(load_scenario(path))
+    assert list(result.requests["outcome"]) == ["unfinished", "unfinished"]
+    stalled_s = result.summary["requests"]["stalled_at_s"]
+    assert 0.0 < stalled_s <= 2.0  # the last event: a sample of the timeseries
+    assert "warning: stalled at" in headline_table(result.summary)
+    jsonschema.validate(
+        json.loads(json.dumps(result.summary)), load_packaged_schema("summary.schema.json")
+    )
+
+
+def test_a_run_that_ends_or_is_cut_reports_no_stall(tmp_path: Path) -> None:
+    path = _two_by_two(tmp_path, "distributed", 6)
+    assert "stalled_at_s" not in run(load_scenario(path)).summary["requests"]
+    cut = run(load_scenario(path), until_s=0.05)
+    assert (cut.requests["outcome"] == "unfinished").any()
+    assert "stalled_at_s" not in cut.summary["requests"]

@@ -690,3 +690,29 @@ def test_chunked_prefill_on_a_hybrid_replica_runs_the_work_that_frees_kv(tmp_pat
     assert list(frame["mode"]) == ["distributed", "distributed", "fused"]
     assert (frame["outcome"] == "completed").all()
     assert list(frame["generated_tokens"]) == [40, 40, 10]
+
+
+@pytest.mark.parametrize("arbitration", ["prefill_first", "chunked_prefill"])
+def test_a_prompt_holding_its_device_frees_kv_held_by_requests_waiting_for_that_device(
+    tmp_path, arbitration
+):
+    """One laptop drafting one request at a time, KV for about two requests, recompute preemption.
+
+    A recomputation reorders the requests: the one at the head of the prefill lane holds the
+    laptop, and a newer one holds the KV it needs while it waits for that laptop. Before,
+    neither ever moved (3 of 4 requests unfinished however long the run); now the waiting
+    one is parked and recomputes when it has drafted its first round.
+    """
+    extra: dict = {"scheduler.kv": {"on_full": "preempt_recompute"}}
+    if arbitration == "chunked_prefill":
+        extra["scheduler.arbitration"] = {"policy": arbitration, "params": {"token_budget": 64}}
+    path = write_scenario(
+        tmp_path, mode="distributed", workload=synthetic(4, 1e6, 100, 30), clients=1, extra=extra
+    )
+    _with_target_profile(path, _target_profile(tmp_path, memory={"kv_cache_limit_mb": 110.0}))
+    frame = _requests(path, until_s=60.0)
+    assert (frame["outcome"] == "completed").all()
+    assert (frame["generated_tokens"] == 30).all()
+    assert frame["e2e_ms"].max() < 2000.0
+    assert frame["preemptions"].sum() <= 4
+    assert frame["kv_peak_mb"].max() <= 110.0

@@ -406,19 +406,17 @@ class Engine:
         """Run to completion (or ``until_s``) and return the flat results."""
         self.start()
         stop = until_s if until_s is not None else self.runtime.settings.until_s
-        if stop is not None:
-            self.env.run(until=stop)
-        else:
-            self.env.run()
+        self.env.run(until=stop)  # None: until no event is left
         # A run to completion ends with its last request, not the sampler's last tick.
         end_s = self.env.now if stop is not None else self.flow.last_outcome_s
-        return self._output(end_s, final=True)
+        return self._output(end_s, final=True, ran_out=stop is None)
 
-    def _output(self, end_s: float, final: bool = False) -> EngineOutput:
+    def _output(self, end_s: float, final: bool = False, ran_out: bool = False) -> EngineOutput:
         """The flat results at ``end_s``.
 
         ``final``: the run is over, so the request states are consumed as
         their columns are filled (the engine reports nothing more after).
+        ``ran_out``: no event was left (unfinished requests: it stalled).
         """
         now = end_s
         in_flight_now = self.snapshot()
@@ -468,6 +466,7 @@ class Engine:
                 held_s=self.fleet.held_s_by_pool(now) if self.planner is not None else {},
             ),
             not_arrived=not_arrived,
+            stalled_at_s=self.env.now if ran_out and in_flight_now else None,
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
             prefix_cache=cache_output([r.kv_rule.cache for r in replicas], replicas[0].context),

@@ -204,6 +204,14 @@ class DraftDevice:
         while self.waiting and self._has_room(self.waiting[0]):
             self._activate(self.waiting.pop(0))
 
+    def serves(self, req: RequestState) -> bool:
+        """Whether the request holds one of the device's slots."""
+        return req in self.active
+
+    def queued(self) -> list[RequestState]:
+        """The requests waiting for a slot, in the order they will take one."""
+        return self.waiting
+
     def _maybe_round(self, req: RequestState) -> None:
         rid = req.request_id
         if rid in self.ready_prefilled and rid in self.ready_first_token:

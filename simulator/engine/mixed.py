@@ -152,8 +152,16 @@ class MixedIterations:
             if kv.cache is not None:
                 need = kv.admit_mb(req, kind, need)
                 cached = kv.cached_tokens(req, kind)
-            if need + kv.round_room_mb(req, kind) > free_mb + 1e-9:
-                break
+            room = kv.round_room_mb(req, kind)
+            if need + room > free_mb + 1e-9:
+                # The first prompt may free KV held by requests waiting for its request's
+                # device (ReplicaKv.free_for_device_holder); running requests still grow first.
+                growth_mb = kv.pool.free_mb - free_mb
+                if started or not kv.free_for_device_holder(req, need + room + growth_mb):
+                    break
+                free_mb = kv.pool.free_mb - growth_mb
+                if need + room > free_mb + 1e-9:
+                    break
             cost = replica.costs.prefill[kind]
             assert cost is not None
             # A remainder continuing a cached prefix (at least the grid's first

@@ -72,6 +72,10 @@ class PrefillLane:
                 if not eligible and need > pool.capacity_mb:
                     self.reject_too_large(i)
                     return self.select(limit) if replica.prefill_q else ([], INF)
+                if not eligible and self.kv.free_for_device_holder(
+                    req, take + self.kv.round_room_mb(req, kind)
+                ):
+                    return self.select(limit)
                 break
             budget -= take
             eligible.append(i)

@@ -194,6 +194,9 @@ class EngineOutput:
     window of another configuration starting at ``simulated_s`` continues from."""
     not_arrived: int = 0
     """Requests of the table still due when the run stopped (not in ``records``)."""
+    stalled_at_s: float | None = None
+    """A run to completion that ran out of events with requests unfinished: when its
+    last event ran (those requests wait on each other; ``None``: it did not stall)."""
     replica_spans_s: tuple[tuple[float, float], ...] = ()
     """Runs with a planner: when each replica started holding its GPUs (added, or the
     run's start) and when it stopped (retired; the end of the run if it did not).

@@ -377,6 +377,33 @@ class ReplicaKv:
                 return req, AWAY
         raise AssertionError("a batch member holds no KV")
 
+    def free_for_device_holder(self, head: RequestState, need_mb: float) -> bool:
+        """Make room for a prompt whose request holds its device, from requests waiting for it.
+
+        A request at the head of the prefill lane whose client device is
+        drafting for it (a slot of the device taken) cannot progress without
+        KV; a request holding KV here while it waits for a slot of that same
+        device cannot progress until the head's request ends. Neither would
+        ever move (a recomputation reordered them: the head's request took the
+        device, the other the KV). Such waiting requests are evicted, the most
+        recently admitted first, until ``need_mb`` is free, and parked as if
+        away on their device: each recomputes when its first bundle arrives.
+        Returns whether any was evicted. Only with ``preempt_recompute``
+        (under ``queue`` the device and the KV are taken in admission order).
+        """
+        drafter = head.drafter
+        if not self.grows or drafter is None or not drafter.serves(head):
+            return False
+        stuck = {id(req) for req in drafter.queued()}
+        evicted = False
+        for req in reversed(list(self.replica.holders)):
+            if self.pool.free_mb + 1e-9 >= need_mb:
+                break
+            if id(req) in stuck and req.request_id not in self.parked:
+                self._evict(req, AWAY)
+                evicted = True
+        return evicted
+
     def _evict(self, victim: RequestState, kind: str) -> None:
         """Free the victim's KV and queue it, first in line, to recompute its prefill.
 

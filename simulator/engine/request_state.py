@@ -50,6 +50,14 @@ class Drafter(Protocol):
         """The request ended: free its slot."""
         ...
 
+    def serves(self, req: RequestState) -> bool:
+        """Whether the request holds one of the device's slots (it drafts, or will, there)."""
+        ...
+
+    def queued(self) -> list[RequestState]:
+        """The requests waiting for a slot of the device, in the order they will take one."""
+        ...
+
 
 class RequestState:
     """Progress of one request; owned and mutated by the engine only.

@@ -328,6 +328,8 @@ def summarise(
             },
             "unfinished": int((outcome == "unfinished").sum()),
             "spilled_to_fused": int(measured["spilled"].sum()),
+            # Only in a stalled run (see EngineOutput.stalled_at_s).
+            **({"stalled_at_s": output.stalled_at_s} if output.stalled_at_s is not None else {}),
         },
         "latency_ms": {name: _stats(completed[column]) for name, column in LATENCY_COLUMNS.items()},
         "latency_ms_server": {"ttft": _stats(completed["ttft_server_ms"])},
