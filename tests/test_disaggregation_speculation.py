@@ -262,13 +262,15 @@ def test_a_hand_over_placed_while_a_round_commits_leaves_the_others_growth(
     assert frame.loc[2, "e2e_ms"] > frame.loc[0, "e2e_ms"]
 
 
-def test_a_run_whose_requests_wait_on_each_other_reports_the_stall(tmp_path: Path) -> None:
+def test_a_run_whose_requests_wait_on_each_other_through_a_decode_slot_reports_the_stall(
+    tmp_path: Path,
+) -> None:
     """One laptop drafting one request at a time; two prefill replicas; one decode slot.
 
     The first request takes the laptop and prefills its long prompt; the second, waiting for
     the laptop, prefills its short one sooner and takes the decode replica's only running slot.
-    Each then waits for what the other holds: the run runs out of events with both unfinished,
-    and says so (``requests.stalled_at_s``, a console warning) instead of ending quietly.
+    Each then waits for what the other holds (a cycle the engine does not break): the run runs
+    out of events with both unfinished and says so.
     """
     trace = tmp_path / "trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000,10\n0.001,100,10\n")
@@ -279,6 +281,22 @@ def test_a_run_whose_requests_wait_on_each_other_reports_the_stall(tmp_path: Pat
         edit={"hardware_profiles.1.count": 2, "scheduler.max_running_requests": 1},
     )
     result = run(load_scenario(path))
+    assert list(result.requests["outcome"]) == ["unfinished", "unfinished"]
+    assert result.summary["requests"]["stalled_at_s"] > 0.0
+
+
+def test_a_run_whose_requests_wait_on_each_other_reports_the_stall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that runs out of events with requests unfinished says so instead of ending quietly.
+
+    Here the devices never draft (their rounds are dropped), so both requests wait after their
+    first token with nothing left to simulate.
+    """
+    from simulator.engine.draft_device import DraftDevice
+
+    monkeypatch.setattr(DraftDevice, "next_round", lambda self, req: None)
+    result = run(load_scenario(_two_by_two(tmp_path, "distributed", 2)))
     assert list(result.requests["outcome"]) == ["unfinished", "unfinished"]
     stalled_s = result.summary["requests"]["stalled_at_s"]
     assert 0.0 < stalled_s <= 2.0  # the last event: a sample of the timeseries

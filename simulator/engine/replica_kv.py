@@ -394,10 +394,10 @@ class ReplicaKv:
         drafter = head.drafter
         if not self.grows or drafter is None or not drafter.serves(head):
             return False
-        stuck = {id(req) for req in drafter.queued()}
+        stuck = {id(req) for req in drafter.queued() if not drafter.serves(req)}
         evicted = False
         for req in reversed(list(self.replica.holders)):
-            if self.pool.free_mb + 1e-9 >= need_mb:
+            if self.pool.fits(need_mb):
                 break
             if id(req) in stuck and req.request_id not in self.parked:
                 self._evict(req, AWAY)
