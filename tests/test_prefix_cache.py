@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from simulator.engine.tracing import ListTracer
 from simulator.loading import load_packaged_schema
 from simulator.metrics.disaggregation import KV_COLUMNS
 from simulator.rng import RandomStreams
-from simulator.runner import build_requests
+from simulator.runner import build_requests, run_window, snapshot
 from simulator.validate import validate_file
 from simulator.workload.trace_readers import read_trace
 from tests.engine_fixtures import synthetic, write_scenario
@@ -574,3 +575,35 @@ def test_a_preempted_request_recomputes_from_its_cached_prompt_blocks(
     # Every request's KV came back: what is used is the cached blocks, all evictable.
     assert pool.used_mb == pytest.approx(0.0, abs=1e-6)
     assert cache.evictable_mb == pytest.approx((100 + 60) * 500.0)  # B cached its 60 again
+
+
+def test_a_deep_cache_is_copied_without_recursion(tmp_path: Path) -> None:
+    """A what-if window copies a stopped run, its prefix caches included.
+
+    The radix tree is as deep as a prompt has blocks; copying it recursively
+    went past Python's recursion limit at about 200 blocks (a 3,200-token
+    prompt in 16-token blocks), so ``run_window`` raised ``RecursionError``.
+    The copy keeps the tree, the references and the eviction heap.
+    """
+    cache = PrefixCache(block_tokens=16)
+    blocks, _, _ = cache.insert("verify", tuple(range(3000)), [], 3000, 1.0, 0.0)
+    cache.unpin(blocks[-5:], 1.0)
+    twin = copy.deepcopy(cache)
+    found = twin.match("verify", tuple(range(3000)), 3000 * 16 + 1)
+    assert [b.key for b in found] == list(range(3000))
+    assert found[-1].parent is found[-2] and found[0].parent is not None
+    assert all(b is not c for b, c in zip(found, blocks, strict=True))
+    assert [b.refs for b in found[-6:]] == [1, 0, 0, 0, 0, 0]
+    assert twin.evict(2.0) == 2.0 and cache.evictable_mb == 5.0
+    # A run stopped while long prompts are cached forks and continues exactly.
+    rows = [(0.0, 6400, 4, chain(0, 400)), (0.01, 6400, 4, chain(0, 400))]
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=trace(tmp_path, rows),
+        extra={"scheduler.kv.prefix_cache": {"enabled": True, "block_tokens": 16}},
+    )
+    scenario = load_scenario(path)
+    full = run(scenario).output.records
+    window = run_window(snapshot(scenario, 0.12), 10.0).output.records
+    assert repr(window) == repr(full)  # field for field, nan as nan

@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Block:
@@ -50,6 +50,39 @@ class Block:
         self.last_used_s = 0.0
         self.entry = -1
         """Sequence number of its live entry in the eviction heap (-1: none)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Block:
+        """Copy every block linked to this one, without recursion.
+
+        A tree is as deep as a prompt has blocks (a 100,000-token prompt in
+        16-token blocks: 6,250), and :func:`copy.deepcopy` would recurse
+        several frames per level, past Python's recursion limit, when a
+        what-if window copies a stopped run. Blocks reached through
+        ``parent`` and ``children`` are copied here, each once (those in
+        ``memo`` already are reused).
+        """
+        found: list[Block] = []
+        todo = [self]
+        while todo:
+            block = todo.pop()
+            if id(block) in memo:
+                continue
+            twin = Block(block.key, None, block.depth, block.mb)
+            twin.refs = block.refs
+            twin.last_used_s = block.last_used_s
+            twin.entry = block.entry
+            memo[id(block)] = twin
+            found.append(block)
+            if block.parent is not None:
+                todo.append(block.parent)
+            todo.extend(block.children.values())
+        for block in found:
+            twin = memo[id(block)]
+            if block.parent is not None:
+                twin.parent = memo[id(block.parent)]
+            twin.children = {key: memo[id(child)] for key, child in block.children.items()}
+        copied: Block = memo[id(self)]
+        return copied
 
 
 @dataclass(frozen=True)
