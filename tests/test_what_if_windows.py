@@ -7,11 +7,13 @@ from dataclasses import astuple
 from pathlib import Path
 
 import pytest
+import yaml
 
 from simulator import load_scenario, run
 from simulator.engine.tracing import ListTracer
 from simulator.runner import run_candidate, run_window, snapshot
 from tests.engine_fixtures import synthetic, write_scenario
+from tests.test_serving_discipline import _target_profile, _with_target_profile
 
 START_S = 2.0
 END_S = 3.5
@@ -223,3 +225,48 @@ def test_requests_waiting_for_admission_are_offered_again_first(tmp_path):
     assert (rows["arrival_s"] < START_S).all()
     admitted = [int(s.split()[1]) for _, kind, s, _ in tracer.events if kind == "admit"]
     assert admitted[: len(waiting)] == [i.request_id for i in waiting]
+
+
+def test_a_window_starts_preempted_requests_without_their_kv(tmp_path: Path) -> None:
+    """A replica of 100 MB of KV, eight requests growing to 30 MB each, ``preempt_recompute``.
+
+    At 0.5 s the replica holds 80 MB and four preempted requests wait to
+    recompute. A window's start gave each of them its KV back, and every
+    decoding request one token more than it held, so a candidate window of
+    the same configuration raised "KV allocation beyond capacity", and so did
+    a planner run's first round (the whole run stopped). Now the preempted
+    requests recompute first, as in the run, and the others hold what they
+    held.
+    """
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=synthetic(8, 1e5, 20, 40),
+        extra={"scheduler.kv": {"on_full": "preempt_recompute"}},
+    )
+    limited = _target_profile(tmp_path, memory={"kv_cache_limit_mb": 100})
+    scenario = load_scenario(_with_target_profile(path, limited))
+    state = snapshot(scenario, 0.5)
+    held = {req.request_id: req.kv_mb for req in state.engine.replicas[0].holders}
+    assert sum(held.values()) == 80.0
+    preempted = {i.request_id for i in state.in_flight if i.recompute}
+    assert len(preempted) == 4 and not preempted & held.keys()
+    assert all(i.generated > 0 for i in state.in_flight if i.recompute)
+    result = run_candidate(scenario, state, 100.0)
+    assert (result.requests["outcome"] == "completed").all()
+    # The online planner windows the same state each round.
+    planner = {
+        "enabled": True,
+        "interval_s": 1,
+        "window_s": 1,
+        "model_load_s": 1.0,
+        "replan_drift": 0,
+        "candidates": {"verify_replicas": [1, 2]},
+    }
+    document = yaml.safe_load(Path(path).read_text())
+    document["workload"] = synthetic(40, 20, 20, 40)
+    document["planner"] = planner
+    Path(path).write_text(yaml.safe_dump(document, sort_keys=False))
+    planned = run(load_scenario(path))
+    assert (planned.requests["outcome"] == "completed").all()
+    assert planned.requests["preemptions"].sum() > 0

@@ -60,7 +60,7 @@ from simulator.engine.target import TargetReplica
 from simulator.engine.timeseries import TimeseriesSampler
 from simulator.engine.tracing import NullTracer, Tracer
 from simulator.engine.usage import class_usage
-from simulator.engine.what_if import fork, in_flight, place_in_flight
+from simulator.engine.what_if import fork, in_flight, place_in_flight, recomputing
 from simulator.rng import BufferedDraws, RandomStreams, RequestUniforms
 from simulator.scenario.model import LaneSpec, PolicyChoice
 from simulator.workload import RequestTable
@@ -327,7 +327,7 @@ class Engine:
     def snapshot(self) -> tuple[InFlight, ...]:
         """Return the arrived, unfinished requests: the records a what-if window starts from."""
         states = self._states[: self._arrived] + self._in_flight_states
-        return in_flight(states, self.disaggregation)
+        return in_flight(states, self.disaggregation, recomputing(self.fleet.replicas))
 
     def fork(self) -> Engine:
         """Return an independent copy of this stopped engine, pending events and streams included.

@@ -8,7 +8,9 @@ waiting for a decode replica (``InFlight.kv_from``, ``kv_arrive_s``,
 fleet has its replicas:
 
 - **Decoding** on a decode replica the window has: it holds its KV there
-  and decodes on.
+  and decodes on (one the run had preempted there, ``InFlight.recompute``,
+  or whose KV does not fit there at the start, holds none: the decode
+  replica recomputes its context first, as in a run).
 - **Moving**: the decode replica holds its KV from the start, the prefill
   replica holds its copy until the KV arrives at the run's arrival time
   (the run counted its bytes); its first token leaves on arrival, as in the
@@ -109,6 +111,13 @@ class HandoverStart:
         moving = math.isfinite(item.kv_arrive_s)
         if not handing and decode is not None:
             self._admit(req, item, decode)  # resolves its drafter
+            if item.recompute or not decode.can_hold(req, kind):
+                # Preempted there (or its KV does not fit at the start): the decode
+                # replica recomputes its context, as it does in a run.
+                if req.drafter is not None:
+                    self.flow.migrating.add(req.request_id)  # then its device drafts anew
+                decode.enqueue_prefill(req, kind)
+                return
             decode.hold(req, kind)
             if req.drafter is not None:
                 req.drafter.resume(req)  # its device drafts the next round

@@ -132,6 +132,9 @@ class InFlight:
         kv_since_s: When its hand-over began (its prefill ended).
         kv_rank: Its place in the queue of requests waiting for a decode replica
             (-1: not waiting).
+        recompute: Past its first token, it holds no KV on ``replica``: it was
+            preempted and waits to recompute its context there (queued for
+            prefill, or parked while its device drafts).
     """
 
     request_id: int
@@ -164,6 +167,7 @@ class InFlight:
     kv_arrive_s: float = math.nan
     kv_since_s: float = math.nan
     kv_rank: int = -1
+    recompute: bool = False
 
 
 @dataclass(frozen=True)

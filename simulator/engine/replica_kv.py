@@ -136,13 +136,17 @@ class ReplicaKv:
             return 0.0
         return self.replica.context.k_reserve * self.mb_per_token[kind]
 
-    def handed_over_mb(self, req: RequestState, kind: str) -> float:
-        """KV a decode replica reserves for a request a prefill replica hands it.
+    def held_mb(self, req: RequestState, kind: str) -> float:
+        """KV a request past its first token holds between its iterations.
 
-        With ``queue``: what its prefill reserved (prompt, whole output and
-        drafts). With ``preempt_recompute``: its context, the prompt and the
-        first token (the KV the transfer carries); its decode iterations make
-        room for their new tokens as for any running request.
+        What a decode replica reserves for a request a prefill replica hands
+        it, and what a what-if window's start gives a request decoding (or
+        waiting for a decode replica) when the run stopped. With ``queue``:
+        what its prefill reserved (prompt, whole output and drafts). With
+        ``preempt_recompute``: its context, the prompt and the tokens so far
+        (for a hand-over, the prompt and the first token: the KV the transfer
+        carries); its iterations make room for their new tokens as for any
+        running request.
         """
         if self.policy == "queue":
             return self.need_mb(req, kind)

@@ -268,16 +268,25 @@ class TargetReplica:
             self._decide_at(now)
 
     def hold(self, req: RequestState, kind: str) -> None:
-        """Take a request that is already past prefill (a what-if window's start)."""
-        need = self.kv_need_mb(req, kind)
+        """Take a request that is already past prefill (a what-if window's start).
+
+        It holds the KV a run's request holds between its iterations
+        (:meth:`ReplicaKv.held_mb`: its context with ``preempt_recompute``,
+        not the prefill's reserve of one token more).
+        """
+        need = self.kv_rule.held_mb(req, kind)
         self.kv.allocate(need, self.env.now)
         req.kv_mb = need
         req.kv_peak_mb = need
         self.holders.append(req)
 
+    def can_hold(self, req: RequestState, kind: str) -> bool:
+        """Whether the KV :meth:`hold` would take fits now."""
+        return self.kv.fits(self.kv_rule.held_mb(req, kind))
+
     def take_over(self, req: RequestState, kind: str) -> None:
         """Reserve the KV of a request a prefill replica hands over (see ``kv_transfer``)."""
-        need = self.kv_rule.handed_over_mb(req, kind)
+        need = self.kv_rule.held_mb(req, kind)
         self.kv.allocate(need, self.env.now)
         req.kv_mb = need
         req.kv_peak_mb = need

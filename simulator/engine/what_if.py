@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Container, Iterable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -27,18 +28,37 @@ from simulator.engine.handover_start import HandoverStart
 from simulator.engine.records import InFlight
 from simulator.engine.request_state import RequestState, past_first_token
 from simulator.engine.speculation import LANE_OF_MODE
+from simulator.engine.target import TargetReplica
 
 T = TypeVar("T")
 
 
+def recomputing(replicas: Iterable[TargetReplica]) -> set[int]:
+    """Ids of the requests past their first token that hold no KV: preempted, to recompute.
+
+    A preempted request waits in its replica's prefill lane to rebuild its
+    context, or is parked while its device drafts (it recomputes when its
+    bundle arrives); either way its replica holds none of its KV.
+    """
+    ids: set[int] = set()
+    for replica in replicas:
+        ids.update(req.request_id for req, _kind, _queued in replica.prefill_q if req.generated)
+        ids.update(replica.kv_rule.parked)
+    return ids
+
+
 def in_flight(
-    states: Iterable[RequestState], disaggregation: Disaggregation | None = None
+    states: Iterable[RequestState],
+    disaggregation: Disaggregation | None = None,
+    recompute_ids: Container[int] = (),
 ) -> tuple[InFlight, ...]:
     """The unfinished requests of ``states``: the records a what-if window starts from.
 
     With a disaggregated fleet, the records of requests between prefill and
     decode say where their KV is
     (:meth:`~simulator.engine.disaggregation.Disaggregation.handovers`).
+    Requests in ``recompute_ids`` (see :func:`recomputing`) are marked
+    ``recompute``.
     """
     handovers = disaggregation.handovers() if disaggregation is not None else None
     out: list[InFlight] = []
@@ -46,6 +66,9 @@ def in_flight(
         if req.outcome != "unfinished":
             continue
         handover = handovers.get(req.request_id) if handovers else None
+        kv_from, kv_arrive_s, kv_since_s, kv_rank = (
+            handover if handover is not None else (-1, math.nan, math.nan, -1)
+        )
         out.append(
             InFlight(
                 req.request_id,
@@ -74,7 +97,11 @@ def in_flight(
                 req.acceptance_recent,
                 req.draft_slot,
                 req.category,
-                *(handover if handover is not None else ()),
+                kv_from,
+                kv_arrive_s,
+                kv_since_s,
+                kv_rank,
+                recompute=req.request_id in recompute_ids,
             )
         )
     return tuple(out)
@@ -127,12 +154,16 @@ def place_in_flight(
     distributed, admitted on their device); the others hold their KV and
     join their decode lane, distributed ones starting a new draft round;
     a first token or result still on its way reaches the client at the
-    start. A request whose replica the window lacks (a candidate with
-    fewer replicas, or a replica no longer linked to its origin)
-    migrates: it goes to the linked replica with the fewest outstanding
-    requests (ties: lowest index), which rebuilds its context (prompt and
-    tokens so far) with a prefill before it continues (recompute; KV is
-    never moved between target replicas).
+    start. A request the run had preempted (``recompute``: it held no KV),
+    or whose KV does not fit its replica at the start (the run shared its
+    cached prefix blocks, or held fewer tokens than :meth:`TargetReplica.hold`
+    reserves), recomputes its context on its replica first, a distributed
+    one drafting a new round after. A request whose replica
+    the window lacks (a candidate with fewer replicas, or a replica no
+    longer linked to its origin) migrates: it goes to the linked replica
+    with the fewest outstanding requests (ties: lowest index), which
+    rebuilds its context (prompt and tokens so far) with a prefill before
+    it continues (recompute; KV is never moved between target replicas).
 
     In a disaggregated fleet (``disaggregation``), requests past their
     prefill are placed by :class:`~simulator.engine.handover_start.HandoverStart`.
@@ -184,10 +215,15 @@ def place_in_flight(
             if req.drafter is not None:
                 req.drafter.admit(req)
             continue
-        if migrate:
-            dispatcher.tracer.event(
-                now, "migrate", f"request {req.request_id}", f"replica {replica.index}"
-            )
+        # Preempted in the run (it held no KV), or its KV does not fit here (the run
+        # shared its cached prefix blocks, or held fewer tokens than a start reserves):
+        # it recomputes its context on its replica first.
+        recompute = item.recompute or not replica.can_hold(req, kind)
+        if migrate or recompute:
+            if migrate:
+                dispatcher.tracer.event(
+                    now, "migrate", f"request {req.request_id}", f"replica {replica.index}"
+                )
             if req.drafter is not None:
                 flow.migrating.add(req.request_id)
             replica.enqueue_prefill(req, kind)
