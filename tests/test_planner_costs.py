@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from simulator import load_scenario, run
-from simulator.runner import Result
-from tests.engine_fixtures import PROFILES, write_scenario
+from simulator.runner import Result, snapshot
+from tests.engine_fixtures import PROFILES, synthetic, write_scenario
 
 IDLE_W = 250.0
 """Idle power given to the test's replica profile (a test value, not a measurement)."""
@@ -137,3 +137,22 @@ def test_without_a_planner_every_replica_counts_for_the_whole_run(tmp_path):
     energy, cost = _pool(result)
     assert energy["idle_j"] == IDLE_W * (3 * end_s - energy["busy_s"])
     assert cost["usd_hourly"] == 3 * usd_per_hour * end_s / 3600.0
+
+
+def test_a_pool_shrinking_while_a_replica_drains_drains_one_more(tmp_path: Path) -> None:
+    """Three replicas busy; the planner leaves two, then one while the third still drains.
+
+    The second change counted the replicas it needed to start back (one
+    fewer than the serving ones: -1) and took ``draining[:-1]``: the replica
+    it had just drained served again, so the pool kept two replicas (and
+    paid for them) while the log said it changed to one.
+    """
+    path = write_scenario(tmp_path, mode="none", workload=synthetic(6, 1e5, 20, 200), replicas=3)
+    engine = snapshot(load_scenario(path), 0.1).engine
+    engine.set_replica_count("pool", 2, 0.5)
+    engine.set_replica_count("pool", 1, 0.5)
+    assert engine.serving_counts() == {"pool": 1}
+    assert [r.state for r in engine.fleet.replicas] == ["serving", "draining", "draining"]
+    engine.advance(100.0)
+    assert all(r.outcome == "completed" for r in engine.output().records)
+    assert [r.state for r in engine.fleet.replicas] == ["serving", "retired", "retired"]

@@ -129,7 +129,7 @@ class Fleet:
         missing = count - len(active)
         degree = plan.tensor_parallel
         draining = [r for r in mine if r.state is DRAINING and r.plan.tensor_parallel == degree]
-        for replica in draining[:missing]:
+        for replica in draining[: max(missing, 0)]:  # none when the pool shrinks
             replica.state = SERVING
             self.serving.append(replica)
             missing -= 1
