@@ -200,12 +200,13 @@ def test_a_full_decode_replica_preempts_the_newest_request_which_recomputes_ther
     1 MB the next step of both needs. At t0+70+T request 1, the newest, is
     evicted (51.5 MB freed) and goes first in line in the decode replica's
     prefill lane; request 0 steps on alone, growing 0.5 MB per step. Request
-    1's recomputation needs its context (103 tokens) and one token: 52 MB;
-    when request 0's step ends at t0+90+T it holds 52.5 MB, leaving 51.5 MB,
-    so request 1 waits until request 0's tenth and last step ends at
-    t0+210+T. It recomputes in 10 ms (t0+210+T-t0+220+T) and its 8 remaining
-    tokens take 8 steps: it ends at t0+380+T. Its KV peaks at 52 + 8 x 0.5 =
-    56 MB; request 0's at 101 + 10 tokens, 55.5 MB.
+    1's recomputation takes its context (103 tokens, 51.5 MB: what it held; it
+    makes no token) and waits for its first step's token too: 52 MB; when
+    request 0's step ends at t0+90+T it holds 52.5 MB, leaving 51.5 MB, so
+    request 1 waits until request 0's tenth and last step ends at t0+210+T. It
+    recomputes in 10 ms (t0+210+T-t0+220+T) and its 8 remaining tokens take 8
+    steps: it ends at t0+380+T. Its KV peaks at 51.5 + 8 x 0.5 = 55.5 MB, as
+    request 0's at 101 + 10 tokens.
     """
     scenario = load_scenario(_preempting(tmp_path))
     per_token_mb = build_runtime(scenario).replicas[0].kv_mb_per_token["decode"]
@@ -236,7 +237,7 @@ def test_a_full_decode_replica_preempts_the_newest_request_which_recomputes_ther
     assert list(frame["prefill_replica"]) == [0, 0]
     assert list(frame["preemptions"]) == [0, 1]
     assert list(frame["generated_tokens"]) == [11, 11]
-    assert list(frame["kv_peak_mb"]) == [55.5, 56.0]
+    assert list(frame["kv_peak_mb"]) == [55.5, 55.5]
     assert list(frame["kv_wait_ms"]) == [0.0, 0.0]
     assert frame["kv_transfer_ms"].tolist() == pytest.approx([transfer_ms] * 2, rel=1e-9)
     # The first token leaves the decode replica when the KV is there.

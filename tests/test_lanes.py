@@ -382,8 +382,8 @@ def test_a_lane_rule_evicts_the_newest_request_when_a_round_would_not_fit(tmp_pa
     Request 0's first round (20-48 ms) commits 5 tokens (2.5 MB); request 1's
     round then needs 2.5 MB with 0.5 MB free: request 1, the newest, is evicted
     (its 50.5 MB freed) and goes first in the prefill lane. Its recomputation
-    waits until its 101 tokens of context (51 MB) and its first round's k + 1 = 5
-    tokens (2.5 MB) are free: 51 MB are, so it does not recompute into KV its
+    waits until its 101 tokens of context (50.5 MB, what it held) and its first
+    round's k + 1 = 5 tokens (2.5 MB) are free: 51 MB are, so it does not recompute into KV its
     round could not grow in (which would evict it again at once). Request 0
     runs its second round (48-76 ms) and finishes; request 1 then recomputes
     (76-86 ms) and runs its two rounds (86-114, 114-142 ms).
@@ -411,7 +411,7 @@ def test_a_lane_rule_evicts_the_newest_request_when_a_round_would_not_fit(tmp_pa
     assert preempts == [(48.0, "request 1")]
     frame = result.requests
     assert list(frame["preemptions"]) == [0, 1]
-    assert list(frame["kv_peak_mb"]) == [55.5, 56.0]
+    assert list(frame["kv_peak_mb"]) == [55.5, 55.5]  # a request of 111 tokens each
     assert list(frame["generated_tokens"]) == [11, 11]
     assert frame["kv_peak_mb"].max() <= 104.0
 

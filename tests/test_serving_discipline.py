@@ -11,7 +11,7 @@ from simulator import load_scenario, run
 from simulator.engine.step_timing import measured
 from simulator.engine.tracing import ListTracer
 from simulator.errors import InputError
-from tests.engine_fixtures import PROFILES, constant, synthetic, write_scenario
+from tests.engine_fixtures import KV_MB_PER_TOKEN, PROFILES, constant, synthetic, write_scenario
 
 MODES = ("none", "fused", "distributed", "hybrid")
 
@@ -600,9 +600,9 @@ def test_a_recomputed_decode_request_waits_until_its_step_fits(tmp_path, policy)
     """Three requests of 50 + 100 tokens, KV for 220 tokens, one decode step at a time.
 
     A deadline policy picks the request furthest behind: the one just recomputed, the
-    newest. Its recomputation reserves its context and one token, and its step needs
-    one token more, so it recomputes only when that token is free too. Before, it was
-    recomputed as soon as its context and one token fit, could not take its step,
+    newest. Its recomputation reserves its context, and its step needs one token
+    more, so it recomputes only when that token is free too. Before, it was
+    recomputed as soon as its context fit, could not take its step,
     evicted itself and recomputed again, for ever (1,413 preemptions in 20 s, two
     requests unfinished).
     """
@@ -621,6 +621,33 @@ def test_a_recomputed_decode_request_waits_until_its_step_fits(tmp_path, policy)
     assert (frame["generated_tokens"] == 100).all()
     assert frame["preemptions"].sum() <= 3
     assert frame["kv_peak_mb"].max() <= 110.0
+
+
+@pytest.mark.parametrize("prompt", [10, 50])
+def test_a_recomputed_request_holds_its_context_not_one_token_more(tmp_path, prompt):
+    """Two requests of ``prompt`` + 100 tokens at once, KV for exactly one request's lifetime.
+
+    The newer is evicted, then recomputes when the older has finished. A recomputation
+    makes no token, so it takes the request's context, what it held before. Before, it
+    took the context and one token more, as a prefill does for its first token, so the
+    request held one token more than it would ever need: at its last steps the room did
+    not fit beside it, it could not recompute, and the run ran out of events with it
+    unfinished (``requests.stalled_at_s`` 4.0 s).
+    """
+    path = write_scenario(
+        tmp_path,
+        mode="none",
+        workload=synthetic(2, 1e6, prompt, 100),
+        extra={"scheduler.kv": {"on_full": "preempt_recompute"}},
+    )
+    lifetime_mb = (prompt + 100) * KV_MB_PER_TOKEN
+    _with_target_profile(path, _target_profile(tmp_path, memory={"kv_cache_limit_mb": lifetime_mb}))
+    result = run(load_scenario(path))
+    frame = result.requests
+    assert (frame["outcome"] == "completed").all()
+    assert result.summary["requests"].get("stalled_at_s") is None
+    assert list(frame["preemptions"]) == [0, 1]
+    assert frame["kv_peak_mb"].max() == lifetime_mb
 
 
 def test_chunked_prefill_recomputes_only_when_the_first_round_fits(tmp_path):

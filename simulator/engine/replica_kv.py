@@ -13,7 +13,8 @@ With a prefix cache (``scheduler.kv.prefix_cache``; see
 :mod:`simulator.engine.prefix_cache`) the pool holds each request's own KV
 plus the cached blocks running requests reference, once however many share
 them: a prefill reserves what ``on_full`` asks (its prompt, output and
-drafts, or its context and one token) less the blocks it found cached, and
+drafts, or its context and one token, a recomputation its context) less the
+blocks it found cached, and
 when it ends its new full prompt blocks move from its own KV to the cache.
 Blocks nobody references are free KV that is still cached: a prompt waiting
 for KV and a batch making room count them free, and an allocation (a
@@ -88,9 +89,16 @@ class ReplicaKv:
         bundle arrives, first recomputes their context (:meth:`recompute_parked`)."""
 
     def need_mb(self, req: RequestState, kind: str) -> float:
-        """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``)."""
+        """KV the request must hold to be prefilled (see ``scheduler.kv.on_full``).
+
+        With ``preempt_recompute``: its prompt and the first token the
+        prefill makes; a recomputation (past its first token) makes no token,
+        so it takes its context only, what it held before its eviction.
+        """
         if self.policy == "queue":
             return self.lifetime_mb(req, kind)
+        if req.generated:
+            return req.context * self.mb_per_token[kind]
         return (req.context + 1) * self.mb_per_token[kind]
 
     def lifetime_mb(self, req: RequestState, kind: str) -> float:
@@ -123,8 +131,8 @@ class ReplicaKv:
         that its round can run when its context is rebuilt instead of
         evicting the request again at once (vLLM's lookahead slots). One
         evicted from plain decode recomputes only when its first step's token
-        fits too: its recomputation reserves its context and one token, and
-        the step grows it by one more. (Before, a recomputed request whose
+        fits too: its recomputation reserves its context, and the step grows
+        it by one token. (Before, a recomputed request whose
         step did not fit, chosen alone for its step by a deadline policy,
         evicted itself and recomputed for ever.) 0 for anything else.
         """
