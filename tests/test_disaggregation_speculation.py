@@ -285,6 +285,43 @@ def test_a_run_whose_requests_wait_on_each_other_through_a_decode_slot_reports_t
     assert result.summary["requests"]["stalled_at_s"] > 0.0
 
 
+def test_a_planner_run_that_stalls_ends_and_reports_the_stall(tmp_path: Path) -> None:
+    """The decode-slot cycle above, with a planner whose only candidate is the fleet as it is.
+
+    Once the two requests wait on each other nothing is left on the clock but the
+    sampler and the planner's next round, and every round keeps the configuration.
+    Before, each round planned the next one, so the run never ran out of events: it
+    planned for ever (with ``until_s`` 60 s, 60 rounds of windows). Now a round that
+    keeps the configuration with nothing else pending plans no next one: the run ends
+    as it would without a planner, reported stalled.
+    """
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000,10\n0.001,100,10\n")
+    planner = {
+        "enabled": True,
+        "interval_s": 1,
+        "window_s": 1,
+        "model_load_s": 1.0,
+        "replan_drift": 0,
+        "candidates": {"decode_replicas": [1]},
+    }
+    path = _disaggregated(
+        tmp_path,
+        mode="distributed",
+        workload={"source": f"trace://{trace}", "slo": SLO},
+        edit={
+            "hardware_profiles.1.count": 2,
+            "scheduler.max_running_requests": 1,
+            "planner": planner,
+        },
+    )
+    cut = run(load_scenario(path), until_s=60.0)
+    assert cut.planner_log["time_s"].nunique() == 1
+    result = run(load_scenario(path))
+    assert list(result.requests["outcome"]) == ["unfinished", "unfinished"]
+    assert 1.0 <= result.summary["requests"]["stalled_at_s"] < 2.0
+
+
 def test_a_run_whose_requests_wait_on_each_other_reports_the_stall(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import simpy
+from simpy.core import StopSimulation
 from simpy.events import Event
 
 DELIVERY = 1
@@ -37,7 +38,12 @@ class _Action(Event):
     """An event already triggered at creation that runs one action when processed."""
 
     def __init__(
-        self, env: simpy.Environment, delay_s: float, action: Callable[[], None], priority: int
+        self,
+        env: simpy.Environment,
+        delay_s: float,
+        action: Callable[[], None],
+        priority: int,
+        observer: bool = False,
     ) -> None:
         # Like SimPy's Timeout, set the fields of a triggered event directly.
         self.env = env
@@ -45,6 +51,7 @@ class _Action(Event):
         self._value = None
         self._ok = True
         self._action = action
+        self.observer = observer
         env.schedule(self, priority, delay_s)  # type: ignore[arg-type]
 
     def _run(self, _event: Event) -> None:
@@ -56,6 +63,7 @@ def call_at(
     time_s: float,
     action: Callable[[], None],
     priority: int = DELIVERY,
+    observer: bool = False,
 ) -> None:
     """Run ``action()`` at simulated time ``time_s`` (now if it is in the past).
 
@@ -64,9 +72,10 @@ def call_at(
         time_s: When to run the action.
         action: What to run.
         priority: :data:`DELIVERY` or :data:`DECISION` (see the module docstring).
+        observer: The action only watches the run (see :func:`only_observers_pending`).
     """
     delay_s = time_s - env.now
-    _Action(env, delay_s if delay_s > 0.0 else 0.0, action, priority)
+    _Action(env, delay_s if delay_s > 0.0 else 0.0, action, priority, observer)
 
 
 def call_after(
@@ -74,6 +83,7 @@ def call_after(
     delay_s: float,
     action: Callable[[], None],
     priority: int = DELIVERY,
+    observer: bool = False,
 ) -> None:
     """Run ``action()`` ``delay_s`` seconds from now (as a SimPy timeout of that delay would).
 
@@ -82,5 +92,19 @@ def call_after(
         delay_s: Seconds from now (not negative).
         action: What to run.
         priority: :data:`URGENT`, :data:`DELIVERY` or :data:`DECISION`.
+        observer: The action only watches the run (see :func:`only_observers_pending`).
     """
-    _Action(env, delay_s, action, priority)
+    _Action(env, delay_s, action, priority, observer)
+
+
+def only_observers_pending(env: simpy.Environment) -> bool:
+    """Whether every action left on the clock only watches the run (``observer``).
+
+    The time-series sampler and the planner's rounds are such actions, and so
+    is the stop at ``until_s`` a run may have; with nothing else pending, no
+    request can progress: the run has ended, or it has stalled.
+    """
+    return all(
+        getattr(event, "observer", False) or StopSimulation.callback in (event.callbacks or ())
+        for _time, _priority, _eid, event in env._queue
+    )

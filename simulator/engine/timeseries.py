@@ -85,7 +85,7 @@ class TimeseriesSampler:
         """Start sampling (called once, when the run starts)."""
         self._last_busy = [0.0] * len(self.replicas)
         self._last_counts = [(0, 0, 0)] * len(self.replicas)
-        call_after(self.env, 0.0, self._wait, URGENT)
+        call_after(self.env, 0.0, self._wait, URGENT, observer=True)
 
     # A chain of clock actions rather than a SimPy process, so that a stopped
     # engine can be copied (see ``Engine.fork``); the order of its steps is
@@ -96,7 +96,7 @@ class TimeseriesSampler:
         if env.now + self.interval_s <= env.now:
             # Past about 2**53 intervals the clock no longer resolves one: stop.
             return
-        call_after(env, self.interval_s, self._tick)
+        call_after(env, self.interval_s, self._tick, observer=True)
 
     def _tick(self) -> None:
         env = self.env
@@ -108,7 +108,9 @@ class TimeseriesSampler:
         if ahead > 3:
             # A quiet stretch: no event before ``next_s``, so its samples are equal
             # but for the time. Only its first and last are written.
-            call_after(env, self.interval_s, partial(self._quiet_first, next_s, ahead))
+            call_after(
+                env, self.interval_s, partial(self._quiet_first, next_s, ahead), observer=True
+            )
             return
         self._wait()
 
@@ -116,9 +118,9 @@ class TimeseriesSampler:
         env = self.env
         self._sample(env.now)
         if not math.isfinite(ahead):
-            call_after(env, next_s - env.now, self._wait)
+            call_after(env, next_s - env.now, self._wait, observer=True)
             return
-        call_after(env, (math.ceil(ahead) - 2) * self.interval_s, self._quiet_last)
+        call_after(env, (math.ceil(ahead) - 2) * self.interval_s, self._quiet_last, observer=True)
 
     def _quiet_last(self) -> None:
         self._sample(self.env.now)

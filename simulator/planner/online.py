@@ -36,7 +36,10 @@ due at that instant), the planner:
    (:mod:`simulator.planner.knobs`; the replica counts through
    :func:`~simulator.planner.candidates.apply_replicas`).
 
-A round whose window would hold no request keeps the configuration; one
+A round that keeps the configuration when nothing but observers (the
+sampler, the stop at ``until_s``) is left on the clock plans no next round:
+the run has stalled and ends as it would without a planner. A round whose
+window would hold no request keeps the configuration; one
 with fewer than ``planner.min_requests`` (the run's unfinished ones plus
 the arrivals replayed) windows only the candidates holding no more GPUs
 than the current configuration: a near-empty window may shrink the run,
@@ -61,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.engine.clock import call_at
+from simulator.engine.clock import call_at, only_observers_pending
 from simulator.engine.core import Engine
 from simulator.engine.records import InFlight
 from simulator.planner.analytic import Estimate, estimate
@@ -139,7 +142,21 @@ class OnlinePlanner:
     def _schedule(self, at_s: float) -> None:
         engine = self._engine
         assert engine is not None
-        call_at(engine.env, at_s, partial(self._round, at_s))
+        call_at(engine.env, at_s, partial(self._round, at_s), observer=True)
+
+    def _next(self, at_s: float, changed: bool) -> None:
+        """Plan the next round, unless the run has stalled.
+
+        A round that kept the configuration while nothing but the sampler is
+        left on the clock would be followed by the same round for ever (the
+        run would never end): the run ends there as it would without a
+        planner, reported stalled.
+        """
+        engine = self._engine
+        assert engine is not None
+        if not changed and only_observers_pending(engine.env):
+            return
+        self._schedule(at_s + self.spec.interval_s)
 
     def _round(self, at_s: float) -> None:
         """One round: window the candidates and the current configuration, decide, plan the next."""
@@ -223,7 +240,7 @@ class OnlinePlanner:
         self._log(at_s, stats, candidates, here, scores, tasks, applied, decision, analytic)
         if decision.change:
             self._apply(engine, candidates[best])
-        self._schedule(at_s + self.spec.interval_s)
+        self._next(at_s, decision.change)
 
     def _keep(
         self,
@@ -235,7 +252,7 @@ class OnlinePlanner:
     ) -> None:
         """End a round that runs no window: log it as kept, plan the next."""
         self._log(at_s, stats, candidates, here, {}, [], here, Decision(False, reason))
-        self._schedule(at_s + self.spec.interval_s)
+        self._next(at_s, False)
 
     def _shrink(
         self, tasks: list[WindowTask], scores: dict[int, WindowScore], here: int
