@@ -37,6 +37,9 @@ URGENT = 0
 class _Action(Event):
     """An event already triggered at creation that runs one action when processed."""
 
+    observer = False
+    """Whether the action only watches the run (see :func:`only_observers_pending`)."""
+
     def __init__(
         self,
         env: simpy.Environment,
@@ -51,7 +54,8 @@ class _Action(Event):
         self._value = None
         self._ok = True
         self._action = action
-        self.observer = observer
+        if observer:
+            self.observer = True  # the class says False: no store on the hot path
         env.schedule(self, priority, delay_s)  # type: ignore[arg-type]
 
     def _run(self, _event: Event) -> None:
