@@ -483,19 +483,19 @@ def test_scenario_availability_on_a_target_class_replaces_its_profiles(tmp_path)
     assert _requests(path)["ttft_server_ms"].iloc[0] > 2000.0
 
 
-def test_chunked_prefill_on_a_hybrid_replica_lets_a_verifier_prompt_start(tmp_path):
-    """A stream of fused rounds does not keep a distributed request's prompt waiting.
+def _near_far_chunked_hybrid(tmp_path, rows, clients=None, profile=None):
+    """Hybrid mode with near (RTT 1 ms: distributed) and far (50 ms: fused) clients, chunked prefill.
 
-    Far clients (RTT above the threshold) are served fused, near ones distributed;
-    one pass runs one model, so the near prompt's chunks need passes of the verifier.
+    ``rows``: trace lines ``arrival_s,prompt_tokens,output_tokens,origin``; ``profile``: the
+    target's device profile (default the shipped A100's).
     """
     trace = tmp_path / "mixed.csv"
-    rows = "".join("0.0,100,300,far\n" for _ in range(8)) + "0.05,600,5,near\n"
     trace.write_text("arrival_s,prompt_tokens,output_tokens,origin\n" + rows)
     path = write_scenario(
         tmp_path,
         mode="hybrid",
         workload={"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}},
+        **({"clients": clients} if clients is not None else {}),
         extra={
             "speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 10}},
             "scheduler.arbitration": {"policy": "chunked_prefill", "params": {"token_budget": 64}},
@@ -509,7 +509,20 @@ def test_chunked_prefill_on_a_hybrid_replica_lets_a_verifier_prompt_start(tmp_pa
         {"src": "near", "dst": "pool", "rtt_ms": 1, "bw_mbps": 1e6},
         {"src": "far", "dst": "pool", "rtt_ms": 50, "bw_mbps": 1e6},
     ]
+    if profile is not None:
+        document["hardware_profiles"][2]["profile"] = str(profile)
     path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_chunked_prefill_on_a_hybrid_replica_lets_a_verifier_prompt_start(tmp_path):
+    """A stream of fused rounds does not keep a distributed request's prompt waiting.
+
+    Far clients (RTT above the threshold) are served fused, near ones distributed;
+    one pass runs one model, so the near prompt's chunks need passes of the verifier.
+    """
+    rows = "".join("0.0,100,300,far\n" for _ in range(8)) + "0.05,600,5,near\n"
+    path = _near_far_chunked_hybrid(tmp_path, rows)
     frame = _requests(path)
     near = frame[frame["origin"] == "near"].iloc[0]
     far = frame[frame["origin"] == "far"]
@@ -688,31 +701,10 @@ def test_chunked_prefill_on_a_hybrid_replica_runs_the_work_that_frees_kv(tmp_pat
     replica held them back so that the prompt could start, and stopped for good: the
     three requests were still unfinished however long the run.
     """
-    trace = tmp_path / "mixed.csv"
     rows = "0.0,100,40,near\n0.0,100,40,near\n0.05,150,10,far\n"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens,origin\n" + rows)
-    path = write_scenario(
-        tmp_path,
-        mode="hybrid",
-        workload={"source": f"trace://{trace.name}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}},
-        clients=2,
-        extra={
-            "speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 10}},
-            "scheduler.arbitration": {"policy": "chunked_prefill", "params": {"token_budget": 64}},
-            "scheduler.prefill": {"batching": {"max_batch": 8}},
-        },
-    )
-    document = yaml.safe_load(path.read_text())
-    document["hardware_profiles"][0]["id"] = "near"
-    document["hardware_profiles"].insert(1, {**document["hardware_profiles"][0], "id": "far"})
-    document["network"]["links"] = [
-        {"src": "near", "dst": "pool", "rtt_ms": 1, "bw_mbps": 1e6},
-        {"src": "far", "dst": "pool", "rtt_ms": 50, "bw_mbps": 1e6},
-    ]
     # KV for 400 tokens: each distributed request reserves 100 + 40 + 5 = 145.
     profile = _target_profile(tmp_path, memory={"kv_cache_limit_mb": 200.0})
-    document["hardware_profiles"][2]["profile"] = str(profile)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    path = _near_far_chunked_hybrid(tmp_path, rows, clients=2, profile=profile)
     frame = _requests(path, until_s=30.0)
     assert list(frame["mode"]) == ["distributed", "distributed", "fused"]
     assert (frame["outcome"] == "completed").all()
