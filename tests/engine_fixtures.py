@@ -208,3 +208,19 @@ def synthetic(
         },
         "slo": slo or {"ttft_ms": 1000, "tpot_ms": 100, "tvt_ms": 200},
     }
+
+
+def planner_every_second(candidates: dict[str, Any]) -> dict[str, Any]:
+    """A ``planner`` section re-planning every simulated second over ``candidates``.
+
+    One-second windows, models loading in a second, and windows every round
+    (``replan_drift: 0``): the smallest planner a test can watch at work.
+    """
+    return {
+        "enabled": True,
+        "interval_s": 1,
+        "window_s": 1,
+        "model_load_s": 1.0,
+        "replan_drift": 0,
+        "candidates": candidates,
+    }

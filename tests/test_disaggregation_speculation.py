@@ -18,7 +18,7 @@ from simulator.engine.tracing import ListTracer, Span
 from simulator.loading import load_packaged_schema
 from simulator.outputs import write_results
 from simulator.validate import validate_file
-from tests.engine_fixtures import synthetic, write_scenario
+from tests.engine_fixtures import planner_every_second, synthetic, write_scenario
 from tests.test_disaggregation import BW_MBPS, RTT_MS, SLO, _disaggregated
 
 HYBRID = {"speculation.hybrid": {"policy": "rtt_threshold", "params": {"threshold_ms": 30}}}
@@ -262,6 +262,23 @@ def test_a_hand_over_placed_while_a_round_commits_leaves_the_others_growth(
     assert frame.loc[2, "e2e_ms"] > frame.loc[0, "e2e_ms"]
 
 
+def _decode_slot_cycle(tmp_path: Path, **edit: Any) -> Path:
+    """One laptop drafting one request at a time, two prefill replicas, one decode slot.
+
+    The first request (1,000-token prompt) takes the laptop; the second (100 tokens), waiting
+    for the laptop, is prefilled sooner and takes the decode replica's only running slot:
+    each then waits for what the other holds. ``edit``: more dotted keys to set.
+    """
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000,10\n0.001,100,10\n")
+    return _disaggregated(
+        tmp_path,
+        mode="distributed",
+        workload={"source": f"trace://{trace}", "slo": SLO},
+        edit={"hardware_profiles.1.count": 2, "scheduler.max_running_requests": 1, **edit},
+    )
+
+
 def test_a_run_whose_requests_wait_on_each_other_through_a_decode_slot_reports_the_stall(
     tmp_path: Path,
 ) -> None:
@@ -272,15 +289,7 @@ def test_a_run_whose_requests_wait_on_each_other_through_a_decode_slot_reports_t
     Each then waits for what the other holds (a cycle the engine does not break): the run runs
     out of events with both unfinished and says so.
     """
-    trace = tmp_path / "trace.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000,10\n0.001,100,10\n")
-    path = _disaggregated(
-        tmp_path,
-        mode="distributed",
-        workload={"source": f"trace://{trace}", "slo": SLO},
-        edit={"hardware_profiles.1.count": 2, "scheduler.max_running_requests": 1},
-    )
-    result = run(load_scenario(path))
+    result = run(load_scenario(_decode_slot_cycle(tmp_path)))
     assert list(result.requests["outcome"]) == ["unfinished", "unfinished"]
     assert result.summary["requests"]["stalled_at_s"] > 0.0
 
@@ -295,26 +304,7 @@ def test_a_planner_run_that_stalls_ends_and_reports_the_stall(tmp_path: Path) ->
     keeps the configuration with nothing else pending plans no next one: the run ends
     as it would without a planner, reported stalled.
     """
-    trace = tmp_path / "trace.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,1000,10\n0.001,100,10\n")
-    planner = {
-        "enabled": True,
-        "interval_s": 1,
-        "window_s": 1,
-        "model_load_s": 1.0,
-        "replan_drift": 0,
-        "candidates": {"decode_replicas": [1]},
-    }
-    path = _disaggregated(
-        tmp_path,
-        mode="distributed",
-        workload={"source": f"trace://{trace}", "slo": SLO},
-        edit={
-            "hardware_profiles.1.count": 2,
-            "scheduler.max_running_requests": 1,
-            "planner": planner,
-        },
-    )
+    path = _decode_slot_cycle(tmp_path, planner=planner_every_second({"decode_replicas": [1]}))
     cut = run(load_scenario(path), until_s=60.0)
     assert cut.planner_log["time_s"].nunique() == 1
     result = run(load_scenario(path))

@@ -12,7 +12,7 @@ import yaml
 from simulator import load_scenario, run
 from simulator.engine.tracing import ListTracer
 from simulator.runner import run_candidate, run_window, snapshot
-from tests.engine_fixtures import synthetic, write_scenario
+from tests.engine_fixtures import planner_every_second, synthetic, write_scenario
 from tests.test_serving_discipline import _target_profile, _with_target_profile
 
 START_S = 2.0
@@ -255,17 +255,9 @@ def test_a_window_starts_preempted_requests_without_their_kv(tmp_path: Path) -> 
     result = run_candidate(scenario, state, 100.0)
     assert (result.requests["outcome"] == "completed").all()
     # The online planner windows the same state each round.
-    planner = {
-        "enabled": True,
-        "interval_s": 1,
-        "window_s": 1,
-        "model_load_s": 1.0,
-        "replan_drift": 0,
-        "candidates": {"verify_replicas": [1, 2]},
-    }
     document = yaml.safe_load(Path(path).read_text())
     document["workload"] = synthetic(40, 20, 20, 40)
-    document["planner"] = planner
+    document["planner"] = planner_every_second({"verify_replicas": [1, 2]})
     Path(path).write_text(yaml.safe_dump(document, sort_keys=False))
     planned = run(load_scenario(path))
     assert (planned.requests["outcome"] == "completed").all()
