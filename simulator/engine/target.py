@@ -192,6 +192,8 @@ class TargetReplica:
         self.always_available = (
             availability is None or availability.kind == "always" or not availability.windows
         )
+        self._available_until_s = -INF
+        """Available up to here (found by :meth:`available`; ``-inf``: not looked up yet)."""
         self.window = ReplicaWindow(context.signal_window) if context.signal_window > 0 else None
         """Recent iterations and rounds for the k controller (``None``: not kept)."""
         self.kv_rule = ReplicaKv(self, self.kv)
@@ -233,12 +235,21 @@ class TargetReplica:
         return len(self.holders)
 
     def available(self, now_s: float) -> bool:
-        """Whether the replica is inside an availability window at ``now_s``."""
-        return (
-            self.always_available
-            or self.availability is None
-            or self.availability.is_available(now_s)
-        )
+        """Whether the replica is inside an availability window at ``now_s``.
+
+        Once found available, it is so until the window's end (its next
+        unavailable time, kept): a planner's replica that finished loading
+        stays available for the rest of the run without a lookup per decision.
+        """
+        if self.always_available or now_s < self._available_until_s:
+            return True
+        availability = self.availability
+        if availability is None:
+            return True
+        if availability.is_available(now_s):
+            self._available_until_s = availability.next_unavailable_s(now_s)
+            return True
+        return False
 
     def enqueue_step(self, req: RequestState, kind: str, ready_s: float | None = None) -> None:
         """A request is ready for its next decode-lane iteration at ``ready_s`` (default now).
