@@ -8,6 +8,7 @@ mean; the scenario refusals of ``simulator.scenario.sections.acceptance_use``.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,21 @@ def test_stratum_means_average_to_the_rate() -> None:
             assert levels == sorted(levels)
     assert stratum_mean(1.0, 2.0, 0) == 1.0
     assert stratum_mean(0.0, 2.0, 31) == 0.0
+
+
+@pytest.mark.parametrize("concentration", [0.05, 0.3, 2.0, 8.335493, 100.0])
+@pytest.mark.parametrize("rate", [1e-6, 1e-3, 0.01, 0.05, 0.95, 0.99, 0.999, 1 - 1e-6])
+def test_stratum_means_keep_an_extreme_rate(rate: float, concentration: float) -> None:
+    """Rates near 0 or 1 with a small concentration: the strata still average to the rate.
+
+    There the Beta's quantiles lie closer to 0 or 1 than a double tells apart. Before,
+    the upper strata were computed from the mirrored variable's quantiles, which rounded
+    to 1: a stratum then came out as 1.0 instead of about 0. With the ngram curve's
+    concentration (8.34) a rate of 0.001 averaged 0.22, and 0.999 averaged 0.78.
+    """
+    levels = [stratum_mean(rate, concentration, level) for level in range(SPREAD_LEVELS)]
+    assert np.mean(levels) == pytest.approx(rate, rel=1e-8)
+    assert all(low <= high + 1e-12 for low, high in pairwise(levels))
 
 
 def test_spread_keeps_each_positions_mean_rate() -> None:

@@ -37,6 +37,13 @@ def stratum_mean(rate: float, concentration: float, level: int) -> float:
 
     Rates of exactly 0 or 1 have no spread and are returned unchanged.
 
+    The stratum's share of the mean is the difference of the partial
+    expectations at its two quantiles (:func:`_partial_mean`), each taken
+    from the tail in which it keeps its digits, so the levels' average is the
+    rate to about ten digits for any rate and concentration the scenario
+    allows, even where the Beta's quantiles lie closer to 0 or 1 than a
+    double can tell apart (a small concentration with a rate near 0 or 1).
+
     Args:
         rate: The curve's conditional rate ``p`` in [0, 1].
         concentration: ``c > 0``.
@@ -44,29 +51,43 @@ def stratum_mean(rate: float, concentration: float, level: int) -> float:
     """
     if rate <= 0.0 or rate >= 1.0:
         return rate
-    if 2 * level >= SPREAD_LEVELS:
-        # The upper strata through 1 - X ~ Beta((1 - p) c, p c): quantiles near 1 lose
-        # their digits in floating point, those of the mirrored variable near 0 do not.
-        return 1.0 - _lower_stratum_mean(1.0 - rate, concentration, SPREAD_LEVELS - 1 - level)
-    return _lower_stratum_mean(rate, concentration, level)
-
-
-def _lower_stratum_mean(rate: float, concentration: float, level: int) -> float:
-    """The Beta's mean over stratum ``level`` computed from its quantiles directly."""
-    from scipy import special  # about 0.1 s to import: only when used
-
     a = rate * concentration
     b = (1.0 - rate) * concentration
-    low = 0.0 if level == 0 else float(special.betaincinv(a, b, level / SPREAD_LEVELS))
-    high = (
-        1.0
-        if level == SPREAD_LEVELS - 1
-        else float(special.betaincinv(a, b, (level + 1) / SPREAD_LEVELS))
-    )
-    # E[X; low < X < high] = mean * (I_high(a + 1, b) - I_low(a + 1, b)).
-    share = float(special.betainc(a + 1.0, b, high)) - float(special.betainc(a + 1.0, b, low))
-    value = rate * share * SPREAD_LEVELS
-    return min(max(value, 0.0), 1.0)
+    below_low, above_low = _partial_mean(rate, a, b, level / SPREAD_LEVELS)
+    below_high, above_high = _partial_mean(rate, a, b, (level + 1) / SPREAD_LEVELS)
+    if below_low is not None and below_high is not None:
+        share = below_high - below_low
+    elif above_low is not None and above_high is not None:
+        share = above_low - above_high
+    else:  # the quantiles fall on either side of 1/2
+        assert below_low is not None and above_high is not None
+        share = rate - above_high - below_low
+    return min(max(share * SPREAD_LEVELS, 0.0), 1.0)
+
+
+def _partial_mean(
+    rate: float, a: float, b: float, quantile: float
+) -> tuple[float | None, float | None]:
+    """``E[X; F(X) <= q]`` or ``E[X; F(X) > q]`` for ``X ~ Beta(a, b)``: the one known accurately.
+
+    Returns ``(below, None)`` where the quantile ``x`` is at most 1/2 (then
+    ``below = rate I_x(a + 1, b)``, which keeps its digits even where ``x``
+    underflows), else ``(None, above)`` from the mirrored variable ``Y = 1 -
+    X ~ Beta(b, a)`` and its quantile ``y`` at ``1 - q``: ``above = (1 - q) -
+    (1 - rate) I_y(b + 1, a)``. Near 1, ``x`` itself rounds to 1 and
+    ``I_x`` loses the mass packed just below 1; ``y`` does not.
+    """
+    from scipy import special  # about 0.1 s to import: only when used
+
+    if quantile <= 0.0:
+        return 0.0, None
+    if quantile >= 1.0:
+        return None, 0.0
+    x = float(special.betaincinv(a, b, quantile))
+    if x <= 0.5:
+        return rate * float(special.betainc(a + 1.0, b, x)), None
+    y = float(special.betaincinv(b, a, 1.0 - quantile))
+    return None, (1.0 - quantile) - (1.0 - rate) * float(special.betainc(b + 1.0, a, y))
 
 
 def spread_survival(
