@@ -111,6 +111,15 @@ def test_expected_values_are_the_truncated_means_over_all_steps(tmp_path: Path) 
         model.sample_accepted(-1, 0, Counting())
 
 
+def test_a_huge_draft_length_loads_without_a_table_of_that_size(tmp_path: Path) -> None:
+    """The step histogram is as long as the longest logged step, not the draft length."""
+    model = load(tmp_path, draft_length=10**30)
+    assert model.max_k == 10**30
+    steps = [3, 0, 5, 1, 2, 4, 4, 0, 2]
+    assert model.expected_accepted(10**20, 0) == pytest.approx(sum(steps) / len(steps))
+    assert model.sequence_expected(0, 10**20) == pytest.approx(8 / 3)
+
+
 def test_model_samples_the_empirical_distribution_with_one_draw(tmp_path: Path) -> None:
     model = load(tmp_path)
     source = Counting()

@@ -53,8 +53,13 @@ def _mean_truncated(counts: Sequence[int], k: int) -> float:
     return math.fsum(count * min(a, k) for a, count in enumerate(counts)) / total
 
 
-def _histogram(steps: Sequence[int], draft_length: int) -> tuple[int, ...]:
-    counts = [0] * (draft_length + 1)
+def _histogram(steps: Sequence[int]) -> tuple[int, ...]:
+    """Return ``counts[a]``: how many of ``steps`` accepted ``a`` tokens, up to the longest.
+
+    Sized by the longest logged step, not by ``replay.draft_length``, which
+    may be any whole number (a huge one would not fit in memory).
+    """
+    counts = [0] * (max(steps, default=0) + 1)
     for a in steps:
         counts[a] += 1
     return tuple(counts)
@@ -112,7 +117,7 @@ class ReplayModel(_Answers):
         self.assign = assign
         self._steps: list[int] = [a for sequence in log.steps for a in sequence]
         self._steps_array = np.asarray(self._steps, dtype=np.int64)
-        self._counts = _histogram(self._steps, log.draft_length)
+        self._counts = _histogram(self._steps)
         self._expected: dict[int, float] = {}
         self._sequence_expected: dict[tuple[int, int], float] = {}
         self._all: tuple[int, ...] = tuple(range(len(log.steps)))
@@ -181,7 +186,7 @@ class ReplayModel(_Answers):
         found = self._sequence_expected.get(key)
         if found is None:
             self.check_k(k)
-            counts = _histogram(self.log.steps[index], self.draft_length)
+            counts = _histogram(self.log.steps[index])
             found = self._sequence_expected[key] = _mean_truncated(counts, k)
         return found
 
