@@ -16,7 +16,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -332,9 +332,34 @@ def _allowed_text(schema: Mapping[str, Any]) -> str:
         parts.append(f"matching {schema['pattern']}")
     if "minItems" in schema:
         parts.append(f"with at least {schema['minItems']} item(s)")
+    if "minProperties" in schema:
+        count = schema["minProperties"]
+        parts.append(f"with at least {count} {'entry' if count == 1 else 'entries'}")
+    if "minLength" in schema:
+        parts.append(f"with at least {schema['minLength']} character(s)")
     if "description" in schema and not parts:
         parts.append(str(schema["description"]))
     return " ".join(parts) if parts else "see the schema"
+
+
+def _branch_of_its_type(
+    context: Sequence[jsonschema.ValidationError],
+) -> list[jsonschema.ValidationError]:
+    """The errors of the one ``oneOf``/``anyOf`` branch the value's type fits, or ``[]``.
+
+    When every other branch refused the value for its type, the value meant
+    that branch: its errors say what is wrong better than "matches no form".
+    """
+    by_branch: dict[object, list[jsonschema.ValidationError]] = {}
+    for sub in context:
+        branch = sub.relative_schema_path[0] if sub.relative_schema_path else None
+        by_branch.setdefault(branch, []).append(sub)
+    fitting = [
+        errors
+        for errors in by_branch.values()
+        if not any(e.validator == "type" and not e.relative_path for e in errors)
+    ]
+    return fitting[0] if len(fitting) == 1 and len(by_branch) > 1 else []
 
 
 def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterator[Issue]:
@@ -381,6 +406,11 @@ def _issues_from_error(file: Path, error: jsonschema.ValidationError) -> Iterato
         best = max(error.context, key=lambda e: (len(e.absolute_path), -len(e.context or [])))
         if len(best.absolute_path) > len(error.absolute_path):
             yield from _issues_from_error(file, best)
+            return
+        typed = _branch_of_its_type(error.context)
+        if typed:  # the one form of the value's type: its own problems (a missing key, ...)
+            for sub in typed:
+                yield from _issues_from_error(file, sub)
             return
         branches = [sub for sub in schema.get(validator, []) if isinstance(sub, Mapping)]
         options = [_allowed_text(sub) for sub in branches]

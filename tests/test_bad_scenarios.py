@@ -1012,6 +1012,27 @@ CASES: dict[str, Case] = {
         "1000000000.0",
         "at most 1,000,000 requests are expected to arrive",
     ),
+    "empty model name": Case(
+        _edit(_set("speculation.verifier_models.0.name", "")),
+        "scenario.yaml",
+        "speculation.verifier_models[0].name",
+        "''",
+        "with at least 1 character(s)",
+    ),
+    "empty acceptance curve name": Case(
+        _edit(_set("speculation.acceptance_models.0.name", "")),
+        "scenario.yaml",
+        "speculation.acceptance_models[0].name",
+        "''",
+        "with at least 1 character(s)",
+    ),
+    "empty results directory": Case(
+        _edit(_set("metrics.output_dir", "")),
+        "scenario.yaml",
+        "metrics.output_dir",
+        "''",
+        "with at least 1 character(s)",
+    ),
 }
 
 

@@ -176,3 +176,44 @@ def test_capacity_blames_a_bad_set_option_on_the_command_line(tmp_path, capsys):
     args = ["capacity", str(scenario), "--slo-attainment", "0.5", "--set", "workload.nokey=3"]
     assert simulate_main(args) == 2
     assert "  - --set workload.nokey=3: unknown key (got 'nokey'" in capsys.readouterr().err
+
+
+NULL_OR_OBJECT = {
+    "type": "object",
+    "properties": {
+        "launch": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["fixed_ms", "per_layer_ms"],
+                    "properties": {
+                        "fixed_ms": {"type": "number"},
+                        "per_layer_ms": {"type": "number"},
+                    },
+                },
+            ]
+        },
+        "name": {"type": "string", "minLength": 1},
+        "tags": {"type": "object", "minProperties": 1},
+    },
+}
+
+
+def test_a_value_of_one_forms_type_gets_that_forms_problems(tmp_path):
+    """A mapping where null or a mapping is allowed: the mapping's missing key is named."""
+    issues = schema_issues({"launch": {"fixed_ms": 1}}, NULL_OR_OBJECT, tmp_path / "f.yaml")
+    assert [i.format() for i in issues] == [
+        f"{tmp_path / 'f.yaml'}: launch.per_layer_ms: missing required key "
+        "(got '(missing)'; allowed: a value is required here)"
+    ]
+    issues = schema_issues({"launch": 3}, NULL_OR_OBJECT, tmp_path / "f.yaml")
+    assert [i.problem for i in issues] == ["matches no allowed form"]
+
+
+def test_too_short_and_too_few_entries_say_the_least_allowed(tmp_path):
+    issues = schema_issues({"name": "", "tags": {}}, NULL_OR_OBJECT, tmp_path / "f.yaml")
+    assert [(i.key_path, i.allowed) for i in issues] == [
+        ("name", "string with at least 1 character(s)"),
+        ("tags", "object with at least 1 entry"),
+    ]
