@@ -18,6 +18,7 @@ from matplotlib.ticker import LogLocator
 from simulator import load_scenario, run
 from simulator.cli import main as simulate_main
 from simulator.console import cost_line, energy_line, headline_table
+from simulator.errors import InputError
 from simulator.labels import distinct_labels
 from simulator.outputs import write_results
 from simulator.report import figures, load_run, write_report
@@ -508,3 +509,48 @@ def test_category_rows_compare_each_task_against_the_baseline(runs):
     assert rows["math: TPOT mean (ms, lower is better)"] == ["20", "10", "0.50x (better)"]
     assert rows["qa: SLO attainment (%, higher is better)"] == ["100", "100", "1.00x"]
     assert not any(title.startswith("math: tokens per verify") for title in rows)
+
+
+def _small_run(tmp_path: Path) -> Path:
+    scenario_dir = tmp_path / "scenario"
+    scenario_dir.mkdir()
+    path = write_scenario(scenario_dir, mode="none", workload=synthetic(3, 8.0, 100, 5))
+    out = tmp_path / "results"
+    write_results(run(load_scenario(path)), out)
+    return out
+
+
+def test_a_summary_or_table_that_simulate_did_not_write_is_refused_before_drawing(tmp_path):
+    """Each problem names the file, the key (or row and column) and the value; nothing is drawn."""
+    out = _small_run(tmp_path)
+    summary = json.loads((out / "summary.json").read_text())
+    del summary["mode"]
+    summary["seed"] = "abc"
+    (out / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(InputError) as caught:
+        load_run(out)
+    lines = [issue.format() for issue in caught.value.issues]
+    assert lines == [
+        f"{out / 'summary.json'}: mode: missing required key (got '(missing)'; "
+        "allowed: a value is required here)",
+        f"{out / 'summary.json'}: seed: wrong type (got 'abc'; allowed: integer >= 0)",
+    ]
+    (out / "summary.json").write_text(json.dumps({**summary, "mode": "none", "seed": 1}))
+    requests = (out / "requests.csv").read_text().splitlines()
+    cells = requests[2].split(",")
+    cells[requests[0].split(",").index("ttft_ms")] = "fast"
+    cells[requests[0].split(",").index("slo_met")] = "maybe"
+    requests[2] = ",".join(cells)
+    (out / "requests.csv").write_text("\n".join(requests) + "\n")
+    series = pd.read_csv(out / "timeseries.csv").drop(columns=["mean_k"])
+    series.to_csv(out / "timeseries.csv", index=False)
+    with pytest.raises(InputError) as caught:
+        load_run(out)
+    assert [issue.format() for issue in caught.value.issues] == [
+        f"{out / 'requests.csv'}: row 2, column ttft_ms: not a number "
+        "(got 'fast'; allowed: a number (or an empty cell), as simulate writes)",
+        f"{out / 'timeseries.csv'}: column mean_k: missing "
+        "(got '(missing)'; allowed: the columns simulate writes)",
+        f"{out / 'requests.csv'}: row 2, column slo_met: not a flag "
+        "(got 'maybe'; allowed: True, False or an empty cell, as simulate writes)",
+    ]

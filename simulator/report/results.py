@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from simulator.errors import InputError, make_issue
+from simulator.errors import InputError, Issue, make_issue
 from simulator.labels import distinct_labels
-from simulator.loading import read_document
+from simulator.loading import load_packaged_schema, read_document, schema_issues
 
 REQUIRED_FILES = ("summary.json", "requests.csv", "timeseries.csv", "scenario.resolved.yaml")
+
+SUMMARY_SCHEMA = "summary.schema.json"
+"""What a results directory's ``summary.json`` is checked against before a figure is drawn."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,77 @@ def _slos(scenario: dict[str, Any]) -> dict[str, SloLimits]:
     return out
 
 
+def _table_columns() -> dict[str, tuple[tuple[str, ...], frozenset[str]]]:
+    """File -> (the columns every run writes, those of them that hold text, not numbers)."""
+    from simulator.engine.records import RequestRecord
+    from simulator.engine.timeseries import COLUMNS
+
+    records = fields(RequestRecord)
+    return {
+        "requests.csv": (
+            tuple(f.name for f in records),
+            frozenset(f.name for f in records if f.type in ("str", str)),
+        ),
+        "timeseries.csv": (COLUMNS, frozenset({"pool"})),
+    }
+
+
+def _column_issues(
+    file: Path, frame: pd.DataFrame, required: Sequence[str], text: frozenset[str]
+) -> list[Issue]:
+    """Refuse a missing column, and a cell that is no number in a column of numbers."""
+    issues = []
+    for column in required:
+        if column not in frame.columns:
+            issues.append(
+                make_issue(
+                    file, f"column {column}", "(missing)", "the columns simulate writes", "missing"
+                )
+            )
+            continue
+        values = frame[column]
+        if column in text or pd.api.types.is_numeric_dtype(values):
+            continue
+        numbers = pd.to_numeric(values, errors="coerce")
+        bad = values[numbers.isna() & values.notna()]
+        if bad.empty:
+            continue
+        row = int(bad.index[0])
+        issues.append(
+            make_issue(
+                file,
+                f"row {row + 1}, column {column}",
+                bad.iloc[0],
+                "a number (or an empty cell), as simulate writes",
+                "not a number",
+            )
+        )
+    return issues
+
+
+def _flag_issues(file: Path, frame: pd.DataFrame) -> list[Issue]:
+    """Refuse a cell of an SLO flag column (where the file has one) that is not True or False."""
+    from simulator.metrics.summary import SLO_FLAG_COLUMNS
+
+    issues = []
+    for column in SLO_FLAG_COLUMNS:
+        if column not in frame.columns or pd.api.types.is_bool_dtype(frame[column]):
+            continue
+        values = frame[column]
+        bad = values[values.notna() & ~values.isin([True, False, "True", "False"])]
+        if not bad.empty:
+            issues.append(
+                make_issue(
+                    file,
+                    f"row {int(bad.index[0]) + 1}, column {column}",
+                    bad.iloc[0],
+                    "True, False or an empty cell, as simulate writes",
+                    "not a flag",
+                )
+            )
+    return issues
+
+
 def load_run(path: Path, label: str | None = None) -> RunResults:
     """Read the results directory ``path``; ``label`` replaces the run's own label.
 
@@ -102,17 +176,9 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
         raise InputError(
             [make_issue(path / "summary.json", f"line {exc.lineno}", exc.msg, "valid JSON")]
         ) from None
-    if not isinstance(summary, dict) or "latency_ms" not in summary:
-        raise InputError(
-            [
-                make_issue(
-                    path / "summary.json",
-                    "latency_ms",
-                    "(missing)",
-                    "a summary written by simulate (see summary.schema.json)",
-                )
-            ]
-        )
+    issues = schema_issues(summary, load_packaged_schema(SUMMARY_SCHEMA), path / "summary.json")
+    if issues:
+        raise InputError(issues)
     frames = {}
     names = ["requests.csv", "timeseries.csv"]
     if (path / "planner_log.csv").is_file():
@@ -124,6 +190,11 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
             raise InputError(
                 [make_issue(path / name, "", str(exc)[:80], "a CSV file written by simulate")]
             ) from None
+    for name, (required, text) in _table_columns().items():
+        issues.extend(_column_issues(path / name, frames[name], required, text))
+    issues.extend(_flag_issues(path / "requests.csv", frames["requests.csv"]))
+    if issues:
+        raise InputError(issues)
     resolved = path / "scenario.resolved.yaml"
     scenario = read_document(resolved, "resolved scenario")
     if not isinstance(scenario, dict):
