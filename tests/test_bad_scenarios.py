@@ -1162,3 +1162,55 @@ def test_a_billion_replicas_are_refused_in_seconds_and_little_memory(tmp_path):
     assert "Traceback" not in done.stderr
     assert "1,000,000,000 target replicas" in done.stderr
     assert int(done.stdout.split()[-1]) < 400_000  # kB
+
+
+def test_an_override_that_brings_in_an_unknown_key_is_blamed_on_the_option(tmp_path, capsys):
+    """``--set bogus.key=1`` makes a mapping ``bogus``: its refusal names the option, not the file."""
+    scenario = _base(tmp_path)
+    code = simulate_main([str(scenario), "--set", "bogus.key=1", "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--set bogus.key=1: bogus: unknown key (got 'bogus'; allowed: keys" in err
+    assert "scenario.yaml" not in err
+    code = simulate_main(
+        [str(scenario), "--set", "hardware_profiles.0.nope.x=1", "-o", str(tmp_path / "out")]
+    )
+    assert code == 2
+    assert "--set hardware_profiles.0.nope.x=1: hardware_profiles[0].nope: unknown key" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("command", ["run", "capacity"])
+def test_a_negative_seed_option_is_the_command_lines(tmp_path, capsys, command):
+    scenario = _base(tmp_path)
+    extra = ["--slo-attainment", "0.9"] if command == "capacity" else ["-o", str(tmp_path / "o")]
+    code = simulate_main([command, str(scenario), "--seed", "-1", *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "command line: --seed (got -1; allowed: an integer >= 0)" in err
+    assert "scenario.yaml" not in err
+
+
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        (["--workers", "0"], "command line: --workers (got 0; allowed: an integer >= 1)"),
+        (["--executor", "bogus"], "--executor: unknown executor (got 'bogus'; allowed: local"),
+    ],
+)
+def test_run_refuses_bad_executor_options_without_a_planner(tmp_path, capsys, option, expected):
+    """The options are checked whether or not the scenario's planner would use them."""
+    scenario = _base(tmp_path)
+    code = simulate_main([str(scenario), "-o", str(tmp_path / "out"), "-q", *option])
+    assert code == 2
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_refuses_a_top_below_one_before_searching(tmp_path, capsys):
+    space = Path(__file__).parents[1] / "scenarios" / "plans" / "hybrid_mix_placement.yaml"
+    code = simulate_main(["plan", str(space), "--top", "0", "-o", str(tmp_path / "out")])
+    assert code == 2
+    assert "command line: --top (got 0; allowed: an integer >= 1)" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -209,6 +209,34 @@ def test_bad_sweep_files_fail_up_front(tmp_path, capsys, body, expected):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_bad_set_entry_is_reported_once_at_its_key(tmp_path):
+    """A ``set`` entry's problem is the sweep file's ``set.<key>``, not each point's scenario's."""
+    from simulator.sweeps import load_sweep
+
+    _scenario(tmp_path)
+    body = {"set": {"nope.key": 1, "speculation.k": "abc"}, "grid": {"seed": [1, 2]}}
+    with pytest.raises(InputError) as caught:
+        load_sweep(_sweep_file(tmp_path, body))
+    file = tmp_path / "sweep.yaml"
+    assert [issue.format() for issue in caught.value.issues] == [
+        f"{file}: set.nope.key: unknown key (got 'nope'; allowed: keys hardware_profiles, "
+        "metadata, metrics, network, planner, scenario_id, scheduler, seed, simulation, "
+        "speculation, workload)",
+        f"{file}: set.speculation.k: wrong type (got 'abc'; allowed: integer >= 1)",
+    ]
+
+
+def test_an_empty_points_entry_says_what_it_needs(tmp_path):
+    from simulator.sweeps import load_sweep
+
+    _scenario(tmp_path)
+    with pytest.raises(InputError) as caught:
+        load_sweep(_sweep_file(tmp_path, {"points": [{}]}))
+    assert "points[0]: too few entries (got {}; allowed: object with at least 1 entry)" in str(
+        caught.value
+    )
+
+
 def test_unknown_executor_and_bad_workers_are_refused(tmp_path):
     _scenario(tmp_path)
     file = _sweep_file(tmp_path, {"grid": {"seed": [1]}})

@@ -54,8 +54,11 @@ def execute(args: argparse.Namespace) -> int:
 
     def entry() -> int:
         from simulator.commands.sweep import points_line
+        from simulator.errors import InputError, make_issue
         from simulator.sweeps.plan import plan, render_top
 
+        if args.top < 1:  # refused before the search, not after it
+            raise InputError([make_issue("command line", "--top", args.top, "an integer >= 1")])
         frame = plan(
             args.space,
             args.output,
@@ -67,7 +70,7 @@ def execute(args: argparse.Namespace) -> int:
             workers=args.workers,
             ray_address=args.ray_address,
         )
-        print(render_top(frame, 1 if args.quiet else max(args.top, 1)))
+        print(render_top(frame, 1 if args.quiet else args.top))
         if not args.quiet:
             failed = int((frame["status"] == "failed").sum())
             print(points_line(len(frame) - failed, 0, failed))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,14 +76,11 @@ def execute(args: argparse.Namespace) -> int:
     """Run ``simulate run``."""
     from simulator.cli_support import run_guarded
 
-    if args.seed is not None and args.seed < 0:
-        print(f"error: --seed must be >= 0 (got {args.seed})", file=sys.stderr)
-        return 2
-
     def entry() -> int:
         from simulator.builtin_data import scenario_path
         from simulator.console import headline_table
         from simulator.errors import InputError
+        from simulator.executors import check_executor
         from simulator.labels import label_override
         from simulator.outputs import write_results
         from simulator.planner.windows import window_runner
@@ -94,6 +90,7 @@ def execute(args: argparse.Namespace) -> int:
         from simulator.scenario.overrides import blame_overrides
         from simulator.trace_events import timeline_tracer
 
+        check_executor(args.executor, args.workers)  # refused even when no planner uses them
         overrides = [*args.overrides, *([label_override(args.label)] if args.label else [])]
         path = scenario_path(args.scenario)
         try:

@@ -36,7 +36,8 @@ def load_scenario(
     Args:
         path: The scenario file; paths inside it resolve against its folder.
         overrides: ``dotted.key=value`` strings applied before validation.
-        seed: Replaces the scenario's ``seed`` when given.
+        seed: Replaces the scenario's ``seed`` when given (``--seed``; refused
+            as the command line's when it is not an integer >= 0).
         allow_plugins: Modules (and the modules inside them) a policy named
             by import path may come from, besides those the environment
             variable ``SPECDEC_ALLOW_PLUGINS`` names. Any other import path
@@ -46,6 +47,8 @@ def load_scenario(
         InputError: With every problem found in the scenario and the files it
             references.
     """
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise InputError([make_issue("command line", "--seed", seed, "an integer >= 0")])
     file = Path(path)
     document = read_document(file, "scenario")
     if not isinstance(document, dict):

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from simulator.errors import InputError, Issue, key_path, make_issue
+from simulator.errors import InputError, Issue, describe_value, key_path, make_issue
 from simulator.loading import BOUNDED_YAML, YamlBoundError, load_yaml
 
 OVERRIDE_SOURCE = "--set"
@@ -91,24 +91,9 @@ def blame_overrides(
     are; an override that does not parse owns none (:func:`apply_overrides`
     reports it).
     """
-    keys: list[tuple[str, str]] = []
-    for text in overrides:
-        try:
-            keys.append((key_path(parse_override(text)[0]), text))
-        except (ValueError, yaml.YAMLError):
-            continue
     out: list[Issue] = []
     for issue in issues:
-        owner = None
-        if issue.file == str(Path(file)):
-            owner = next(
-                (
-                    (key, text)
-                    for key, text in reversed(keys)
-                    if issue.key_path == key or issue.key_path.startswith((f"{key}.", f"{key}["))
-                ),
-                None,
-            )
+        owner = owning_override(issue, file, overrides)
         if owner is None:
             out.append(issue)
             continue
@@ -116,6 +101,43 @@ def blame_overrides(
         below = "" if issue.key_path == key else issue.key_path
         out.append(replace(issue, file=override_source(text), key_path=below))
     return out
+
+
+def owning_override(
+    issue: Issue, file: str | Path, overrides: Sequence[str]
+) -> tuple[str, str] | None:
+    """Return ``(key, text)`` of the last override that owns an issue of the scenario ``file``.
+
+    An override owns the issues at or below the key it sets, and one about the
+    name of a key above it that it brought in (see :func:`blame_overrides`).
+    ``key`` is the override's key path as issues write it (``a.b[0].c``).
+    """
+    if issue.file != str(Path(file)):
+        return None
+    for text in reversed(overrides):
+        try:
+            key = key_path(parse_override(text)[0])
+        except (ValueError, yaml.YAMLError):
+            continue
+        if _owns(key, issue):
+            return key, text
+    return None
+
+
+def _owns(key: str, issue: Issue) -> bool:
+    """Whether the override of ``key`` owns ``issue``.
+
+    It does when the issue lies at or below ``key``, or when it is about the
+    name of a key above ``key`` that the override brought in (``--set
+    bogus.key=1`` makes a mapping ``bogus``, refused as an unknown key).
+    """
+    at = issue.key_path
+    if at == key or at.startswith((f"{key}.", f"{key}[")):
+        return True
+    if not at or not key.startswith((f"{at}.", f"{at}[")):
+        return False
+    name = at.rsplit(".", 1)[-1]
+    return "[" not in name and issue.value == describe_value(name)
 
 
 def _set_path(node: Any, path: list[str | int], value: Any) -> tuple[str, str] | None:

@@ -6,7 +6,7 @@ import itertools
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from simulator.limits import MAX_SWEEP_POINTS
 from simulator.loading import load_packaged_schema, read_document, resolve_path, schema_issues
 from simulator.scenario.load import load_scenario
 from simulator.scenario.model import Scenario
+from simulator.scenario.overrides import owning_override
 
 SWEEP_SCHEMA = "sweep.schema.json"
 
@@ -117,6 +118,24 @@ def _rewrap(issue: Issue, file: str, location: str, values: Mapping[str, Any]) -
     )
 
 
+def _set_issue(
+    issue: Issue, file: str, scenario_file: Path, overrides: list[str], set_keys: Mapping[str, str]
+) -> Issue | None:
+    """An issue a ``set`` entry owns, re-addressed to that entry (once, not per point), or None.
+
+    ``overrides`` are a point's, ``set`` first; ``set_keys`` maps the text of
+    each ``set`` override to its key in the sweep file.
+    """
+    owner = owning_override(issue, scenario_file, overrides)
+    if owner is None or owner[1] not in set_keys:
+        return None
+    key, text = owner
+    where = f"set.{set_keys[text]}"
+    if issue.key_path != key and issue.key_path.startswith((f"{key}.", f"{key}[")):
+        where += f" ({issue.key_path})"
+    return replace(issue, file=file, key_path=where)
+
+
 def build_sweep(
     document: Any,
     source_file: Path | None,
@@ -156,18 +175,21 @@ def build_sweep(
         raise InputError(issues)
     scenario_file = resolve_path(base_dir, document["scenario"])
     fixed = [override_text(k, v) for k, v in document.get("set", {}).items()]
+    set_keys = dict(zip(fixed, document.get("set", {}), strict=True))
     located, axes = _point_values(document)
     points: list[SweepPoint] = []
     problems: dict[Issue, None] = {}
     for index, (location, values) in enumerate(located):
+        overrides = [*fixed, *(override_text(k, v) for k, v in values.items())]
         try:
-            scenario = load_scenario(
-                scenario_file,
-                overrides=[*fixed, *(override_text(k, v) for k, v in values.items())],
-            )
+            scenario = load_scenario(scenario_file, overrides=overrides)
         except InputError as exc:
             problems.update(
-                dict.fromkeys(_rewrap(i, str(file), location, values) for i in exc.issues)
+                dict.fromkeys(
+                    _set_issue(i, str(file), scenario_file, overrides, set_keys)
+                    or _rewrap(i, str(file), location, values)
+                    for i in exc.issues
+                )
             )
             continue
         points.append(SweepPoint(index, values, scenario, scenario_sha256(scenario)))
