@@ -554,3 +554,17 @@ def test_a_summary_or_table_that_simulate_did_not_write_is_refused_before_drawin
         f"{out / 'requests.csv'}: row 2, column slo_met: not a flag "
         "(got 'maybe'; allowed: True, False or an empty cell, as simulate writes)",
     ]
+
+
+def test_a_resolved_scenario_that_is_no_scenario_is_refused_before_drawing(tmp_path):
+    out = _small_run(tmp_path)
+    resolved = out / "scenario.resolved.yaml"
+    text = resolved.read_text()
+    assert "\nmetadata:\n" in text
+    resolved.write_text(text.replace("\nmetadata:\n", "\nmetadata: abc\nold_metadata:\n", 1))
+    with pytest.raises(InputError) as caught:
+        load_run(out)
+    assert sorted((i.file, i.key_path, i.problem) for i in caught.value.issues) == [
+        (str(resolved), "metadata", "wrong type"),
+        (str(resolved), "old_metadata", "unknown key; did you mean 'metadata'?"),
+    ]

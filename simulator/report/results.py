@@ -199,6 +199,11 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
     scenario = read_document(resolved, "resolved scenario")
     if not isinstance(scenario, dict):
         raise InputError([make_issue(resolved, "", scenario, "a mapping (the resolved scenario)")])
+    from simulator.scenario.schema import scenario_schema
+
+    issues = schema_issues(scenario, scenario_schema(), resolved)
+    if issues:
+        raise InputError(issues)
     return RunResults(
         path=path,
         summary=summary,
