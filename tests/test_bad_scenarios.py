@@ -1181,6 +1181,16 @@ def test_an_override_that_brings_in_an_unknown_key_is_blamed_on_the_option(tmp_p
     )
 
 
+def test_an_override_found_bad_once_the_workload_is_read_is_blamed_on_the_option(tmp_path, capsys):
+    scenario = _base(tmp_path)
+    out = tmp_path / "out"
+    code = simulate_main([str(scenario), "--set", "workload.arrival_scale=1e-300", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--set workload.arrival_scale=1e-300: arrival times too late once scaled" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("command", ["run", "capacity"])
 def test_a_negative_seed_option_is_the_command_lines(tmp_path, capsys, command):
     scenario = _base(tmp_path)

@@ -110,6 +110,8 @@ def execute(args: argparse.Namespace) -> int:
         )
         try:
             result = run(scenario, progress=progress, tracer=tracer, windows=windows)
+        except InputError as exc:  # found once the workload is read: still the option's
+            raise InputError(blame_overrides(exc.issues, path, args.overrides)) from None
         finally:
             progress.close()
             if windows is not None:
