@@ -112,6 +112,31 @@ def test_stratum_means_keep_an_extreme_rate(rate: float, concentration: float) -
     assert all(low <= high + 1e-12 for low, high in pairwise(levels))
 
 
+def test_the_largest_concentration_allowed_still_keeps_the_rate() -> None:
+    """The schemas' bound 1e10 on a concentration: accurate up to it, not far beyond it."""
+    from simulator.loading import load_packaged_schema
+
+    scenario = load_packaged_schema("scenario.schema.json")
+    spread = scenario["properties"]["speculation"]["properties"]["request_spread"]["oneOf"]
+    curve_schema = load_packaged_schema("acceptance.schema.json")["properties"]
+    bounds = {
+        next(form["maximum"] for form in spread if form.get("type") == "number"),
+        curve_schema["request_spread"]["properties"]["concentration"]["maximum"],
+    }
+    assert bounds == {1e10}
+
+    def worst(concentration: float) -> float:
+        return max(
+            abs(stratum_mean(rate, concentration, level) - rate)
+            for rate in (0.05, 0.5, 0.7, 0.99)
+            for level in range(SPREAD_LEVELS)
+        )
+
+    assert worst(1e10) < 1e-4
+    assert worst(1e14) > 0.1
+    assert not worst(1e18) < 0.1  # NaN or far off
+
+
 def test_spread_keeps_each_positions_mean_rate() -> None:
     model = curve(kind="positional", bins=[{"rates": [0.8, 0.6, 0.9]}])
     views = [
