@@ -332,6 +332,8 @@ def _allowed_text(schema: Mapping[str, Any]) -> str:
         parts.append(f"matching {schema['pattern']}")
     if "minItems" in schema:
         parts.append(f"with at least {schema['minItems']} item(s)")
+    if schema.get("uniqueItems"):
+        parts.append("without duplicates")
     if "minProperties" in schema:
         count = schema["minProperties"]
         parts.append(f"with at least {count} {'entry' if count == 1 else 'entries'}")

@@ -196,6 +196,8 @@ def test_cli_sweep_writes_the_table(tmp_path, capsys):
         ({"grid": {"seed": [1]}, "points": [{"seed": 1}]}, "exactly one of grid"),
         ({}, "exactly one of grid"),
         ({"grid": {"seed": [1]}, "executor": "ray"}, "executor"),
+        ({"grid": {"seed": [1, 2, 1]}}, "grid.seed: duplicate items (got [1, 2, 1]"),
+        ({"points": [{"seed": 1}, {"seed": 1}]}, "points: duplicate items"),
     ],
 )
 def test_bad_sweep_files_fail_up_front(tmp_path, capsys, body, expected):
