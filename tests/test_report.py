@@ -568,3 +568,10 @@ def test_a_resolved_scenario_that_is_no_scenario_is_refused_before_drawing(tmp_p
         (str(resolved), "metadata", "wrong type"),
         (str(resolved), "old_metadata", "unknown key; did you mean 'metadata'?"),
     ]
+
+
+def test_a_summary_nested_too_deeply_is_refused_not_a_recursion_error(tmp_path):
+    out = _small_run(tmp_path)
+    (out / "summary.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match="nested deeper than 64"):
+        load_run(out)

@@ -376,13 +376,21 @@ def _exit_on_three(task: int) -> int:
     return task
 
 
-def test_a_damaged_summary_of_a_finished_point_runs_it_again(tmp_path):
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("summary.json", '{"latency_ms": {"ttft"'),
+        ("summary.json", "[" * 100_000 + "]" * 100_000),
+        ("run.json", "[" * 100_000 + "]" * 100_000),
+    ],
+)
+def test_a_damaged_summary_of_a_finished_point_runs_it_again(tmp_path, name, damage):
     _scenario(tmp_path)
     file = _sweep_file(tmp_path, {"points": [{"seed": 1}, {"seed": 2}]})
     out = tmp_path / "out"
     first = sweep(file, out, workers=1)
     table = (out / "sweep.csv").read_bytes()
-    (out / "runs/0001/summary.json").write_text('{"latency_ms": {"ttft"')
+    (out / "runs/0001" / name).write_text(damage)
     again = sweep(file, out, workers=1)
     assert list(pd.read_csv(out / "sweep_runs.csv")["outcome"]) == ["resumed", "ran"]
     assert again.attrs["outcomes"] == {"ran": 1, "resumed": 1, "failed": 0}

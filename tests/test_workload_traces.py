@@ -248,6 +248,17 @@ def test_malformed_jsonl_lines(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("first", [True, False])
+def test_a_jsonl_line_nested_too_deeply_is_an_issue_not_a_recursion_error(tmp_path, first):
+    good = '{"arrival_s": 0, "prompt_tokens": 1, "output_tokens": 1}\n'
+    deep = "[" * 5000 + "]" * 5000 + "\n"
+    path = write(tmp_path / "t.jsonl", deep + good if first else good + deep)
+    _, issues = load_trace(path)
+    assert [(i.key_path, i.problem) for i in issues] == [
+        (f"row {1 if first else 2}, column (line)", "nested too deeply to read")
+    ]
+
+
 def test_ragged_csv_is_an_issue_not_an_exception(tmp_path):
     path = write(tmp_path / "t.csv", "arrival_s,prompt_tokens,output_tokens\n0,1,1\n1,2,3,4,5\n")
     _, issues = load_trace(path)

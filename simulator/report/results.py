@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -170,12 +169,7 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
                 for name in missing
             ]
         )
-    try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            [make_issue(path / "summary.json", f"line {exc.lineno}", exc.msg, "valid JSON")]
-        ) from None
+    summary = read_document(path / "summary.json", "summary")  # bounded: size and nesting
     issues = schema_issues(summary, load_packaged_schema(SUMMARY_SCHEMA), path / "summary.json")
     if issues:
         raise InputError(issues)

@@ -48,7 +48,7 @@ def finished(point: SweepPoint, out_dir: Path) -> bool:
         return False
     try:
         info = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         return False
     return (
         isinstance(info, dict)
@@ -64,7 +64,7 @@ def resumed_row(point: SweepPoint, out_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         return _row(point, read_summary(out_dir), None)
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+    except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError):
         return None  # a damaged summary.json: the point runs again
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 from simulator.workload.arrays import IntArray
+from simulator.workload.trace_formats import json_record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -257,7 +258,7 @@ def jsonl_chunks(path: Path) -> Generator[RawChunk, None, None]:
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    record = json_record(line)
                 except json.JSONDecodeError as exc:
                     problems.append((number, "(line)", line.strip(), allowed, exc.msg))
                 else:

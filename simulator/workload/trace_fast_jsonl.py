@@ -12,14 +12,13 @@ general reader reads the file.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 
 from simulator.workload.arrays import IntArray, StrArray, text_array
 from simulator.workload.trace_fast import FastChunk, FastFile, NotFast, ObjArray, check_columns
-from simulator.workload.trace_formats import GENERIC_NAME_COLUMNS, PREFIX_COLUMN
+from simulator.workload.trace_formats import GENERIC_NAME_COLUMNS, PREFIX_COLUMN, json_record
 from simulator.workload.trace_table import MAX_REQUEST_TOKENS
 
 
@@ -28,7 +27,7 @@ def _records(lines: list[bytes]) -> list[dict[str, object]]:
     records = []
     try:
         for line in lines:
-            record = json.loads(line.decode("utf-8"))
+            record = json_record(line.decode("utf-8"))
             if not isinstance(record, dict):
                 raise NotFast
             records.append(record)

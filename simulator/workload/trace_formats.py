@@ -140,9 +140,21 @@ def _header(line: str) -> set[str]:
     return {name.strip().strip('"') for name in line.split(",")}
 
 
+def json_record(text: str) -> object:
+    """Parse one JSONL line; nesting too deep for the parser is a :class:`json.JSONDecodeError`.
+
+    The standard parser recurses once per level, so a line of thousands of
+    ``[`` ended in a ``RecursionError``; it is reported like any malformed line.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
+
+
 def _jsonl_keys(line: str) -> set[str]:
     try:
-        record = json.loads(line)
+        record = json_record(line)
     except json.JSONDecodeError:
         return set()
     return set(record) if isinstance(record, dict) else set()
