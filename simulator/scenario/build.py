@@ -23,6 +23,7 @@ from simulator.scenario.model import DeviceClass, LanesSpec, ModelSpec, Scenario
 from simulator.scenario.reach import lut_reach_issues
 from simulator.scenario.requests import checked_requests
 from simulator.scenario.sections.acceptance_use import check_acceptance_use
+from simulator.scenario.sections.chunk_budget import check_chunk_budget
 from simulator.scenario.sections.context import BuildContext
 from simulator.scenario.sections.decode_routing import build_decode_routing
 from simulator.scenario.sections.devices import (
@@ -86,6 +87,7 @@ def build_scenario(
     classes = build_device_classes(ctx, profiles, models)
     check_kv_guard(ctx, classes)
     check_lut_coverage(ctx, classes, models, luts)
+    check_chunk_budget(ctx, classes, models, luts)
     check_client_links(ctx, classes, network)
     check_disaggregation(ctx, classes, network)
     speculation = replace(
