@@ -169,3 +169,22 @@ def test_summaries_report_kernel_activity_of_lane_replicas_only(tmp_path: Path) 
     plain.write_text(yaml.safe_dump(document))
     resources = run(load_scenario(plain)).summary["resources"]
     assert resources["gpu_kernel_active"] is None and resources["gpu_work_rate"] is None
+
+
+def test_an_idle_lane_replica_counts_in_kernel_activity(tmp_path: Path) -> None:
+    """Two lane replicas, one request: the idle replica's held time counts, at no activity.
+
+    Before, a lane replica that never ran an iteration had no GPU clocks and was left out
+    of ``gpu_kernel_active`` and ``gpu_work_rate`` (while ``gpu_utilization`` counted it),
+    so the kernel activity came out above the utilisation: here twice the busy replica's
+    share instead of its half.
+    """
+    from simulator.runner import run
+
+    path = _scenario(tmp_path, "pdv", ["0.0,100,11"])
+    document = yaml.safe_load(path.read_text())
+    document["hardware_profiles"][-1]["count"] = 2
+    path.write_text(yaml.safe_dump(document))
+    resources = run(load_scenario(path)).summary["resources"]
+    assert resources["gpu_kernel_active"] == pytest.approx(resources["gpu_utilization"])
+    assert resources["gpu_work_rate"] == pytest.approx(resources["gpu_utilization"])

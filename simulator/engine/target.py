@@ -150,7 +150,8 @@ class TargetReplica:
         prefilled (kept by the engine only for admission policies that predict TTFT)."""
         self.busy_s = 0.0
         self.gpu_time: GpuTime | None = None
-        """A lane replica's shared-GPU clocks (``None``: its iterations are not split)."""
+        """A lane replica's shared-GPU clocks (``None``: its iterations are not split;
+        zeros until a lane replica's first iteration)."""
         self.energy_j = 0.0
         self.iterations = 0
         self.tokens_out = 0
@@ -214,6 +215,9 @@ class TargetReplica:
             self.split = SplitRounds(
                 self.env, context.split_lanes, plan.lane_costs, prefill, self.tail_weight
             )
+            # A lane replica that never runs an iteration still counts, idle, in
+            # gpu_kernel_active and gpu_work_rate.
+            self.gpu_time = GpuTime(0.0, 0.0, 0.0)
         self.split_iterations = SplitIterations(self, self.kv_rule, self.rounds, self.split)
 
     # -- entry points ------------------------------------------------------
