@@ -194,6 +194,34 @@ def test_fused_iterations_equal_stepped_iterations(tmp_path, kv, prefill_wait_ms
     assert busy_j(fused) == pytest.approx(busy_j(stepped), rel=1e-9)
 
 
+def test_a_run_cut_by_until_counts_the_fused_iterations_before_the_cut(tmp_path):
+    """``simulation.until_s`` cutting a fused decode run reports what stepping reports.
+
+    Two requests of 200 output tokens decode in one fused run; the run is cut at 0.5 s.
+    Before, the iterations of the run under way that had ended before the cut were
+    neither committed nor accounted: each request reported 1 generated token instead of
+    the 24 stepping gives, and the replica's busy time and energy left them out.
+    """
+    results = [
+        _run(
+            tmp_path,
+            "none",
+            synthetic(2, 1e6, 100, 200),
+            extra={"simulation.fuse_iterations": fuse, "simulation.until_s": 0.5},
+            name=f"{fuse}.yaml",
+        )
+        for fuse in (True, False)
+    ]
+    fused, stepped = (r.requests for r in results)
+    assert (fused["outcome"] == "unfinished").all()
+    assert (stepped["generated_tokens"] == 24).all()
+    cols = ["generated_tokens", "target_energy_j", "kv_peak_mb"]
+    pd.testing.assert_frame_equal(fused[cols], stepped[cols], rtol=1e-9)
+    assert results[0].summary["resources"]["gpu_utilization"] == pytest.approx(
+        results[1].summary["resources"]["gpu_utilization"], rel=1e-9
+    )
+
+
 def test_event_order_log_of_one_request(tmp_path):
     path = write_scenario(
         tmp_path,

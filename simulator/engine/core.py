@@ -407,6 +407,7 @@ class Engine:
         self.start()
         stop = until_s if until_s is not None else self.runtime.settings.until_s
         self.env.run(until=stop)  # None: until no event is left
+        self.fleet.settle_at_cut()
         # A run to completion ends with its last request, not the sampler's last tick.
         end_s = self.env.now if stop is not None else self.flow.last_outcome_s
         return self._output(end_s, final=True, ran_out=stop is None)

@@ -176,10 +176,34 @@ class DecodeRuns:
             run.planned = done
             self._schedule_end(run)
 
+    def settle_at_cut(self) -> None:
+        """Count the iterations of the run under way that ended before now (the run's cut).
+
+        A run stopped by ``simulation.until_s`` reports what stepping would
+        have: the iterations that ended before the cut are accounted and
+        their tokens committed (none of them finishes a request: a run ends
+        at its first finish); the iteration under way is not.
+        """
+        run = self.run
+        if run is None:
+            return
+        done = bisect_left(run.boundaries_s, self.replica.env.now)
+        if done == 0:
+            return
+        self.run = None
+        self._account(run, done)
+        self.apply(run.batch, done)
+
     def _end(self, run: DecodeRun, done: int) -> None:
         if run is not self.run or done != run.planned:
             return  # the run was cut: an earlier end replaced this one
         self.run = None
+        self._account(run, done)
+        self.apply(run.batch, done)
+        self.replica.end_iteration()
+
+    def _account(self, run: DecodeRun, done: int) -> None:
+        """Book the first ``done`` iterations of ``run``: busy time, energy, heat, trace."""
         replica = self.replica
         if replica.noise is not None:
             replica.noise.advance(done)  # the draws its iterations used
@@ -215,8 +239,6 @@ class DecodeRuns:
                     done,
                 )
             )
-        self.apply(batch, done)
-        replica.end_iteration()
 
     def apply(self, batch: list[RequestState], done: int) -> None:
         """Commit ``done`` plain decode tokens to each request; finish the ones that are done."""

@@ -285,6 +285,15 @@ class Fleet:
         """Requests queued on the serving replicas (all lanes)."""
         return sum(sum(r.queue_lengths()) for r in self.serving)
 
+    def settle_at_cut(self) -> None:
+        """Count the decode iterations that ended before a cut (``simulation.until_s``).
+
+        See :meth:`~simulator.engine.decode_runs.DecodeRuns.settle_at_cut`; a
+        run that ran out of events has no decode run under way.
+        """
+        for replica in self.replicas:
+            replica.decode_runs.settle_at_cut()
+
     def spans_s(self, end_s: float) -> tuple[tuple[float, float], ...]:
         """When each replica started and stopped holding its GPUs, cut at ``end_s``."""
         return tuple((on, min(off, end_s)) for on, off in self._spans)
