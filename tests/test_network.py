@@ -64,3 +64,19 @@ def test_jitter_varies_delays_around_the_nominal_rtt_and_never_goes_negative():
     assert delays.std() > 0.0005
     # RTT floored at zero: the mean one-way delay is a little above half the nominal RTT.
     assert 0.001 <= delays.mean() <= 0.0015
+
+
+def test_jittered_transfers_of_a_channel_arrive_in_the_order_they_were_sent():
+    """A later transfer never overtakes an earlier one of the same channel.
+
+    Before, each transfer arrived its own jittered half RTT after its last byte, so one
+    sent 1 ms after another with a 50 ms RTT sigma often arrived first: in a hybrid run
+    with that jitter, fused requests' last tokens reached the client before their first
+    (TTFT above E2E, negative TPOT).
+    """
+    link = Link("phones", "pool", rtt_ms=2.0, bw_mbps=1000.0, loss_pct=0.0)
+    jitter = JitterSpec(enabled=True, rtt_sigma_ms=50.0, bw_sigma_pct=0.0)
+    _, _, down = _channels(link, jitter, seed=3)
+    arrivals = np.array([down.send(4, 0.001 * i) for i in range(2_000)])
+    assert (np.diff(arrivals) >= 0).all()
+    assert (arrivals >= 0.001 * np.arange(2_000)).all()

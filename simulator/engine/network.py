@@ -7,8 +7,10 @@ transfer's bytes go out after those already queued in the same direction (so
 concurrent transfers of one device share its bandwidth), then take half the
 round-trip time to arrive. Jitter perturbs each transfer's RTT (normal,
 floored at zero) and bandwidth (normal, in percent, floored at 1% of
-nominal); a transfer lost with probability ``loss_pct`` is sent again after
-one RTT, as often as needed (``loss_pct`` is at most 90, so 10 sends on
+nominal); transfers of one channel arrive in the order they were sent (one
+whose jittered delay would have it overtake the one before arrives with
+it). A transfer lost with probability ``loss_pct`` is sent again after one
+RTT, as often as needed (``loss_pct`` is at most 90, so 10 sends on
 average). Every byte is counted per scenario link.
 
 A request resolves its two channels once, when it is admitted, and sends
@@ -48,6 +50,7 @@ class Channel:
     """
 
     __slots__ = (
+        "_arrived_s",
         "_bandwidth_bps",
         "_busy_until_s",
         "_bw_sigma",
@@ -79,6 +82,8 @@ class Channel:
         self._bw_sigma = jitter.bw_sigma_pct / 100.0 if jitter.enabled else 0.0
         self._draws = draws
         self._busy_until_s = 0.0
+        self._arrived_s = 0.0
+        """When the last transfer sent so far arrives (a later one never arrives before)."""
         self._steady = self._rtt_sigma_s == 0 and self._bw_sigma == 0 and self._loss == 0
         """No jitter and no loss: every transfer takes its nominal time."""
 
@@ -98,7 +103,13 @@ class Channel:
             counters.bytes_up += nbytes
         else:
             counters.bytes_down += nbytes
-        return done_s + rtt_s / 2.0
+        arrived_s = done_s + rtt_s / 2.0
+        # In order: with a jittered RTT a transfer could otherwise overtake the one
+        # sent before it (a request's last token arriving before its first).
+        if arrived_s < self._arrived_s:
+            arrived_s = self._arrived_s
+        self._arrived_s = arrived_s
+        return arrived_s
 
     def _perturbed(self, nbytes: float, start_s: float) -> tuple[float, float]:
         """Return the RTT and the end of serialisation of a transfer with jitter and loss."""
