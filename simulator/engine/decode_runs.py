@@ -193,6 +193,7 @@ class DecodeRuns:
         self.run = None
         self._account(run, done)
         self.apply(run.batch, done)
+        self._backdate_growth(run, done)
 
     def _end(self, run: DecodeRun, done: int) -> None:
         if run is not self.run or done != run.planned:
@@ -200,7 +201,23 @@ class DecodeRuns:
         self.run = None
         self._account(run, done)
         self.apply(run.batch, done)
+        self._backdate_growth(run, done)
         self.replica.end_iteration()
+
+    def _backdate_growth(self, run: DecodeRun, done: int) -> None:
+        """Count the KV occupancy of the tokens the run's iterations made before now.
+
+        :meth:`apply` grows the batch's KV (``preempt_recompute``) by all
+        ``done`` tokens now; stepping grows it by one token at the end of
+        each iteration, so ``kv_occupancy_mean`` gets the difference.
+        """
+        if not self.kv.grows or done < 1:
+            return
+        per_token_mb = self.replica.kv_mb_per_token[DECODE] * len(run.batch)
+        now = self.replica.env.now
+        held_s = sum(now - end_s for end_s in run.boundaries_s[:done])
+        if held_s > 0:
+            self.kv.pool.add_area(per_token_mb * held_s)
 
     def _account(self, run: DecodeRun, done: int) -> None:
         """Book the first ``done`` iterations of ``run``: busy time, energy, heat, trace."""

@@ -56,6 +56,16 @@ class KvPool:
         self._advance(now_s)
         self.used_mb = max(0.0, self.used_mb - amount_mb)
 
+    def add_area(self, mb_s: float) -> None:
+        """Count ``mb_s`` more MB-seconds of occupancy: KV allocated late that was held earlier.
+
+        A fused run of decode iterations grows its requests' KV when it ends
+        (:class:`~simulator.engine.decode_runs.DecodeRuns`); stepping grows it at
+        each iteration's end, so the run adds the occupancy of its earlier
+        iterations' tokens here.
+        """
+        self._area += mb_s
+
     def mean_occupancy(self, now_s: float) -> float:
         """Time-weighted mean fraction of capacity in use from 0 to ``now_s``."""
         self._advance(now_s)
