@@ -294,6 +294,20 @@ def test_a_run_whose_requests_wait_on_each_other_through_a_decode_slot_reports_t
     assert result.summary["requests"]["stalled_at_s"] > 0.0
 
 
+def test_a_stalled_run_ends_at_its_last_event(tmp_path: Path) -> None:
+    """The decode-slot cycle: the run's time, and what is divided by it, reach the stall.
+
+    Before, a run that ran out of events ended at its last request's end, so this one,
+    where no request ended, lasted 0 s (``simulated_s`` 0, ``gpu_hours`` 0, utilisation
+    null) while its prefill replicas had been busy.
+    """
+    summary = run(load_scenario(_decode_slot_cycle(tmp_path))).summary
+    assert summary["simulated_s"] == summary["requests"]["stalled_at_s"] > 0.0
+    busy_s = sum(c["busy_s"] for c in summary["energy"]["by_device_class"].values())
+    assert busy_s > 0.0
+    assert 0.0 < summary["resources"]["gpu_utilization"] <= 1.0
+
+
 def test_a_planner_run_that_stalls_ends_and_reports_the_stall(tmp_path: Path) -> None:
     """The decode-slot cycle above, with a planner whose only candidate is the fleet as it is.
 

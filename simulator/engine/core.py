@@ -417,10 +417,10 @@ class Engine:
 
         ``final``: the run is over, so the request states are consumed as
         their columns are filled (the engine reports nothing more after).
-        ``ran_out``: no event was left (unfinished requests: it stalled).
+        ``ran_out``: no event was left (unfinished requests: it stalled, ending at its last event).
         """
-        now = end_s
         in_flight_now = self.snapshot()
+        now = self.env.now if ran_out and in_flight_now else end_s
         not_arrived = len(self._states) - self._arrived
         # Requests still due after the cut never arrived: they are not reported.
         if final:
