@@ -30,6 +30,29 @@ def test_deliveries_of_an_instant_come_before_its_decisions():
     assert log == [(0.5, "earlier"), (1.0, "deliver a"), (1.0, "deliver b"), (1.0, "decide")]
 
 
+def test_actions_due_at_one_instant_run_at_it_in_the_order_they_were_scheduled():
+    """Two deliveries for one time, scheduled from different times, stay one instant.
+
+    Before, an action was scheduled ``time_s - now`` after now, and ``now + (time_s -
+    now)`` is not always ``time_s`` in floating point: the one scheduled first (from
+    0.0426... s) ran 1.4e-17 s late, after the one scheduled second (from 0.1 s).
+    Transfers that arrived together (a link delivering in order under jitter) so
+    reached the replica in a rounding-dependent order: a device's requests could be
+    prefilled out of the device's order and wait on each other for ever.
+    """
+    env = simpy.Environment()
+    due_s = 0.1056135786477838
+    first_s = 0.04260906796881502
+    assert first_s + (due_s - first_s) != due_s  # the rounding at stake
+    log: list[tuple[float, str]] = []
+    env.run(until=first_s)
+    call_at(env, due_s, lambda: log.append((env.now, "first")))
+    env.run(until=0.1)
+    call_at(env, due_s, lambda: log.append((env.now, "second")))
+    env.run()
+    assert log == [(due_s, "first"), (due_s, "second")]
+
+
 def test_an_action_in_the_past_runs_at_once_in_order():
     env = simpy.Environment()
     log: list[str] = []

@@ -11,8 +11,9 @@ were scheduled. The engine uses two priorities:
   instant run after every delivery of that instant, so work that arrives at
   the same moment as a replica becomes free joins its next batch.
 
-Actions are plain callables scheduled with :func:`call_at` or
-:func:`call_after`; nothing here keeps state of its own. The engine
+Actions are plain callables scheduled with :func:`call_at` (at exactly the
+time it is given, so that actions due at one time are one instant whenever
+they were scheduled) or :func:`call_after`; nothing here keeps state of its own. The engine
 schedules only bound methods and ``functools.partial`` objects over them
 (no closures, no generator processes), so a stopped engine, its pending
 actions included, can be deep-copied to continue a what-if window.
@@ -21,6 +22,7 @@ actions included, can be deep-copied to continue a what-if window.
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 
 import simpy
 from simpy.core import StopSimulation
@@ -47,6 +49,7 @@ class _Action(Event):
         action: Callable[[], None],
         priority: int,
         observer: bool = False,
+        at_s: float | None = None,
     ) -> None:
         # Like SimPy's Timeout, set the fields of a triggered event directly.
         self.env = env
@@ -56,7 +59,13 @@ class _Action(Event):
         self._action = action
         if observer:
             self.observer = True  # the class says False: no store on the hot path
-        env.schedule(self, priority, delay_s)  # type: ignore[arg-type]
+        if at_s is None:
+            env.schedule(self, priority, delay_s)  # type: ignore[arg-type]
+        else:
+            # At exactly ``at_s`` (as Environment.schedule does, without the
+            # rounding of now + (at_s - now)): actions due at one instant stay
+            # one instant, in the order they were scheduled.
+            heappush(env._queue, (at_s, priority, next(env._eid), self))  # type: ignore[misc]
 
     def _run(self, _event: Event) -> None:
         self._action()
@@ -78,8 +87,10 @@ def call_at(
         priority: :data:`DELIVERY` or :data:`DECISION` (see the module docstring).
         observer: The action only watches the run (see :func:`only_observers_pending`).
     """
-    delay_s = time_s - env.now
-    _Action(env, delay_s if delay_s > 0.0 else 0.0, action, priority, observer)
+    if time_s > env.now:
+        _Action(env, 0.0, action, priority, observer, at_s=time_s)
+    else:
+        _Action(env, 0.0, action, priority, observer)
 
 
 def call_after(
