@@ -165,6 +165,7 @@ def run_window(state: Snapshot, until_s: float) -> Result:
     started = time.perf_counter()
     engine = state.engine.fork()
     engine.advance(until_s)
+    engine.fleet.settle_at_cut()  # as a run cut by until_s reports (the copy is discarded)
     return _result(state.scenario, state.requests, engine.output(), started)
 
 

@@ -93,6 +93,19 @@ def test_windows_at_several_times_reproduce_the_full_run(tmp_path):
                 assert astuple(record) == astuple(full[record.request_id])
 
 
+def test_a_window_cut_inside_a_fused_decode_run_reports_what_a_cut_run_reports(tmp_path):
+    """Two requests decoding in one fused run at the window's end: their tokens so far count.
+
+    Before, a window (like a run cut by ``until_s``) dropped the iterations of the fused
+    decode run under way at its end: each request reported 1 generated token instead of 24.
+    """
+    path = write_scenario(tmp_path, mode="none", workload=synthetic(2, 1e6, 100, 200))
+    scenario = load_scenario(path)
+    cut = run(scenario, until_s=0.5).requests
+    window = run_window(snapshot(scenario, 0.1), 0.5).requests
+    assert list(window["generated_tokens"]) == list(cut["generated_tokens"]) == [24, 24]
+
+
 def test_a_snapshot_is_not_consumed_by_its_windows(tmp_path):
     scenario = _scenario(tmp_path, "distributed")
     state = snapshot(scenario, START_S)
