@@ -18,6 +18,7 @@ import yaml
 
 from simulator import load_scenario, run
 from simulator.errors import InputError
+from tests.engine_fixtures import synthetic
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,16 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 def _scenario(tmp_path: Path, budget: int) -> Path:
     document: dict[str, Any] = {
         "scenario_id": "chunk_budget",
-        "workload": {
-            "source": "synthetic",
-            "synthetic": {
-                "num_requests": 1,
-                "arrival": {"process": "poisson", "rate_per_s": 1.0},
-                "prompt_tokens": {"dist": "fixed", "value": 300},
-                "output_tokens": {"dist": "fixed", "value": 5},
-            },
-            "slo": {"ttft_ms": 1000, "tpot_ms": 100},
-        },
+        "workload": synthetic(1, 1.0, 300, 5, slo={"ttft_ms": 1000, "tpot_ms": 100}),
         "hardware_profiles": [
             {
                 "id": "pool",
