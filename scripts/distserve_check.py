@@ -13,6 +13,15 @@ plotting script does (``evaluation/ae-scripts/e2e/_plot.py``,
 
 Adding a configuration is adding one entry to :data:`SCENARIOS`.
 
+``--export-requests DIR`` also writes the requests each run served (arrival,
+prompt and output length, in arrival order) as
+``DIR/<configuration>/rate_<per-GPU rate>.json`` in the custom-workload format
+of DistServe's own simulator (``simdistserve/benchmarks/simulate_dist.py``,
+``--arrival custom --workload FILE``: a list of ``start_time`` in seconds,
+``prompt_len`` and ``output_len``), so that simulator can be run on exactly the
+same request streams (README.md in the folder, "Against DistServe's own
+simulator").
+
 ``--write-lengths`` (re)writes the workload's lengths file
 (:data:`LENGTHS_FILE`) from the Azure conversation trace slice with DistServe's
 own ShareGPT filter (:func:`opt_lengths`).
@@ -20,13 +29,14 @@ own ShareGPT filter (:func:`opt_lengths`).
 Usage::
 
     python scripts/distserve_check.py [--rates R,R,...] [--requests N] [--seed N]
-        [--only NAME] [--workers N] [-o DIR]
+        [--only NAME] [--workers N] [-o DIR] [--export-requests DIR]
     python scripts/distserve_check.py --write-lengths
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -102,12 +112,26 @@ SCENARIOS: tuple[Configuration, ...] = (
         "scenarios/distserve_check/disaggregated_opt13b_a100_paged_tp2.yaml",
         3,
     ),
+    Configuration(
+        "vllm_1gpu_paged",
+        "scenarios/distserve_check/colocated_opt13b_a100_paged_vllm_costs_1gpu.yaml",
+        1,
+    ),
 )
 """The configurations compared: colocated (priced by DistServe's fit, and by its fit of vLLM)
 and disaggregated (one prefill and one decode replica, DistServe's fit), each with KV reserved
 whole (``scheduler.kv.on_full: queue``) and with KV that grows page by page (``_paged``:
 ``preempt_recompute``, as vLLM and DistServe hold it); and DistServe's own placement (prefill
-at TP 2 and decode at TP 1, 3 GPUs) against three colocated GPUs, with paged KV."""
+at TP 2 and decode at TP 1, 3 GPUs) against three colocated GPUs, with paged KV; and vLLM as
+the paper ran it (one GPU, DistServe's fit of vLLM, paged KV)."""
+
+PAPER_COMPARISONS: tuple[tuple[str, str], ...] = (
+    ("disaggregated_paged_tp2", "vllm_1gpu_paged"),
+    ("disaggregated_paged", "vllm_1gpu_paged"),
+)
+"""Pairs (DistServe, vLLM) whose per-GPU rates at 90 % attainment are divided as the paper's
+plotting script divides them (``_plot.py``: ``first_inter_x / inter_x``): DistServe's placement
+and the 2-GPU pair, each against one vLLM GPU."""
 
 
 def opt_lengths(trace: Path = TRACE) -> pd.DataFrame:
@@ -138,6 +162,23 @@ def rate_at(rates: Sequence[float], attainment: Sequence[float], target: float) 
     return None
 
 
+def export_requests(requests_csv: Path, target: Path) -> int:
+    """Write a run's requests as a custom workload of DistServe's simulator; return how many.
+
+    ``target`` gets a JSON list, in arrival order, of ``{"start_time": arrival in
+    seconds, "prompt_len": prompt tokens, "output_len": output tokens}``.
+    """
+    frame = pd.read_csv(requests_csv, usecols=["arrival_s", "prompt_tokens", "output_tokens"])
+    frame = frame.sort_values("arrival_s", kind="stable")
+    rows = [
+        {"start_time": float(arrival), "prompt_len": int(prompt), "output_len": int(output)}
+        for arrival, prompt, output in frame.itertuples(index=False)
+    ]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(rows) + "\n")
+    return len(rows)
+
+
 def run_configuration(
     config: Configuration,
     rates_per_gpu: Sequence[float],
@@ -145,10 +186,12 @@ def run_configuration(
     output_dir: Path,
     workers: int | None,
     seed: int | None = None,
+    export_dir: Path | None = None,
 ) -> pd.DataFrame:
     """Attainment of ``config`` at every per-GPU rate (columns rate_per_gpu, attainment, ...).
 
-    ``seed`` replaces the scenario's seed at every point when given.
+    ``seed`` replaces the scenario's seed at every point when given; with ``export_dir``
+    each point's requests are written there by :func:`export_requests`.
     """
     fixed: dict[str, int] = {"workload.synthetic.num_requests": requests}
     if seed is not None:
@@ -163,6 +206,10 @@ def run_configuration(
     failed = table[table["status"] != "ok"]
     if not failed.empty:
         raise RuntimeError(f"{config.name}: {len(failed)} points failed: {failed['error'].iloc[0]}")
+    if export_dir is not None:
+        for rate, run_dir in zip(rates_per_gpu, table["run_dir"], strict=True):
+            target = export_dir / config.name / f"rate_{rate:g}.json"
+            export_requests(output_dir / config.name / str(run_dir) / "requests.csv", target)
     return pd.DataFrame(
         {
             "rate_per_gpu": list(rates_per_gpu),
@@ -189,6 +236,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", action="append", help="run only this configuration")
     parser.add_argument("--workers", type=int, default=None, help="sweep worker processes")
     parser.add_argument("-o", "--output", type=Path, default=None, help="results directory")
+    parser.add_argument(
+        "--export-requests",
+        type=Path,
+        default=None,
+        help="also write each run's requests as DistServe's simulator's custom workload here",
+    )
     parser.add_argument("--write-lengths", action="store_true", help="rewrite the lengths file")
     return parser
 
@@ -205,16 +258,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not configs:
         print(f"--only: no configuration named {args.only}", file=sys.stderr)
         return 2
+    crossings: dict[str, float | None] = {}
     with tempfile.TemporaryDirectory() as scratch:
         output = args.output or Path(scratch)
         for config in configs:
-            table = run_configuration(config, rates, args.requests, output, args.workers, args.seed)
+            table = run_configuration(
+                config, rates, args.requests, output, args.workers, args.seed, args.export_requests
+            )
             print(f"## {config.name} ({config.gpus} GPUs, {config.scenario})")
             print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             crossing = rate_at(rates, table["attainment"].to_list(), TARGET_ATTAINMENT)
+            crossings[config.name] = crossing
             text = "not crossed in the swept range" if crossing is None else f"{crossing:.3f}"
             print(f"per-GPU rate at {TARGET_ATTAINMENT:.0%} attainment: {text}\n")
+    for line in paper_ratios(crossings):
+        print(line)
     return 0
+
+
+def paper_ratios(crossings: dict[str, float | None]) -> list[str]:
+    """The paper's figure of merit for each pair of :data:`PAPER_COMPARISONS` that ran.
+
+    DistServe's per-GPU rate at 90 % attainment over vLLM's (``_plot.py`` prints it as
+    "Improvement"); a pair with a rate that did not cross in the swept range is said so.
+    """
+    lines = []
+    for distserve, vllm in PAPER_COMPARISONS:
+        if distserve not in crossings or vllm not in crossings:
+            continue
+        ours, theirs = crossings[distserve], crossings[vllm]
+        if ours is None or theirs is None:
+            lines.append(f"{distserve} over {vllm}: a rate did not cross {TARGET_ATTAINMENT:.0%}")
+        else:
+            lines.append(
+                f"{distserve} over {vllm} (per-GPU rate at {TARGET_ATTAINMENT:.0%}): "
+                f"{ours:.3f} / {theirs:.3f} = {ours / theirs:.2f}x"
+            )
+    return lines
 
 
 if __name__ == "__main__":

@@ -189,3 +189,70 @@ def test_distserves_placement_prefills_at_tp_2_on_the_derived_profile():
     result = simulator.run(scenario)
     assert result.summary["requests"]["completed"] == 40
     assert result.summary["disaggregation"]["by_role"]["prefill"]["gpu_hours"] > 0
+
+
+def test_the_one_gpu_vllm_baseline_is_the_paged_vllm_file_on_one_gpu():
+    """vLLM as the paper ran it: the 2-GPU paged vLLM-costs file with one replica, nothing else."""
+    two = yaml.safe_load((CASE.parent / "colocated_opt13b_a100_paged_vllm_costs.yaml").read_text())
+    one = yaml.safe_load(
+        (CASE.parent / "colocated_opt13b_a100_paged_vllm_costs_1gpu.yaml").read_text()
+    )
+    assert [d.pop("count") for d in two["hardware_profiles"]] == [2]
+    assert [d.pop("count") for d in one["hardware_profiles"]] == [1]
+    for doc in (one, two):
+        doc.pop("scenario_id")
+        doc.pop("metadata")
+    assert one == two
+
+
+def test_export_writes_distserves_custom_workload(tmp_path):
+    """Requests go out in arrival order as DistServe's simulator reads a custom workload."""
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    table = tmp_path / "requests.csv"
+    table.write_text(
+        "request_id,arrival_s,prompt_tokens,output_tokens,ttft_ms\n"
+        "1,0.75,300,12,5.0\n0,0.0,120,7,4.0\n2,1.5,64,1,3.0\n",
+        encoding="utf-8",
+    )
+    target = tmp_path / "out" / "vllm_1gpu_paged" / "rate_1.json"
+    assert script.export_requests(table, target) == 3
+    assert json.loads(target.read_text(encoding="utf-8")) == [
+        {"start_time": 0.0, "prompt_len": 120, "output_len": 7},
+        {"start_time": 0.75, "prompt_len": 300, "output_len": 12},
+        {"start_time": 1.5, "prompt_len": 64, "output_len": 1},
+    ]
+
+
+def test_paper_ratio_divides_distserves_rate_by_vllms():
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    lines = script.paper_ratios(
+        {"disaggregated_paged_tp2": 1.5, "vllm_1gpu_paged": 1.0, "disaggregated_paged": None}
+    )
+    assert lines == [
+        "disaggregated_paged_tp2 over vllm_1gpu_paged (per-GPU rate at 90%): 1.500 / 1.000 = 1.50x",
+        "disaggregated_paged over vllm_1gpu_paged: a rate did not cross 90%",
+    ]
+    assert script.paper_ratios({"vllm_1gpu_paged": 1.0}) == []
+
+
+def test_export_requests_option_writes_every_point(tmp_path):
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    code = script.main(
+        [
+            "--only",
+            "vllm_1gpu_paged",
+            "--rates",
+            "0.5,1.0",
+            "--requests",
+            "30",
+            "--export-requests",
+            str(tmp_path / "x"),
+            "-o",
+            str(tmp_path / "runs"),
+        ]
+    )
+    assert code == 0
+    for rate in ("0.5", "1"):
+        rows = json.loads((tmp_path / "x" / "vllm_1gpu_paged" / f"rate_{rate}.json").read_text())
+        assert len(rows) == 30
+        assert [r["start_time"] for r in rows] == sorted(r["start_time"] for r in rows)
