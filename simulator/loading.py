@@ -493,11 +493,27 @@ def fill_defaults(document: Any, schema: Mapping[str, Any]) -> Any:
     """Return a copy of a *valid* document with the schema's ``default`` values filled in.
 
     Defaults are taken from ``properties`` (recursively, including objects
-    inside ``items``); an object-valued default is itself completed.
+    inside ``items``); an object-valued default is itself completed. A whole
+    number written as a float (``3.0``) where the schema takes only integers
+    (which JSON Schema accepts) becomes the integer, so the filled document,
+    and the resolved scenario written from it, reads the same as with ``3``.
     """
     result = copy.deepcopy(document)
     _fill(result, schema)
     return result
+
+
+def _integer_only(schema: Mapping[str, Any]) -> bool:
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return "integer" in kinds and "number" not in kinds
+
+
+def _as_integer(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` as an int when it is a whole float and ``schema`` takes only integers."""
+    if isinstance(value, float) and value.is_integer() and _integer_only(schema):
+        return int(value)
+    return value
 
 
 def _fill(node: Any, schema: Mapping[str, Any]) -> None:
@@ -506,6 +522,7 @@ def _fill(node: Any, schema: Mapping[str, Any]) -> None:
             if name not in node and "default" in subschema:
                 node[name] = copy.deepcopy(subschema["default"])
             if name in node:
+                node[name] = _as_integer(node[name], subschema)
                 _fill(node[name], subschema)
         for branch_key in ("oneOf", "anyOf"):
             for branch in schema.get(branch_key, []):
@@ -513,8 +530,10 @@ def _fill(node: Any, schema: Mapping[str, Any]) -> None:
                     _fill(node, branch)
                     break
     elif isinstance(node, list) and isinstance(schema.get("items"), Mapping):
-        for item in node:
-            _fill(item, schema["items"])
+        items = schema["items"]
+        for index, item in enumerate(node):
+            node[index] = _as_integer(item, items)
+            _fill(node[index], items)
 
 
 def _branch_matches(node: Any, branch: Mapping[str, Any]) -> bool:

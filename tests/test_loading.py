@@ -1,5 +1,8 @@
+from pathlib import Path
+
 import pytest
 
+from simulator import load_scenario
 from simulator.errors import InputError, Issue, key_path
 from simulator.loading import fill_defaults, read_document, schema_issues
 from simulator.scenario.overrides import apply_overrides
@@ -94,6 +97,33 @@ def test_fill_defaults_recurses_and_does_not_mutate():
         "items": [{"w": 2}, {"w": 5}],
     }
     assert doc == {"name": "x", "items": [{}, {"w": 5}]}
+
+
+def test_a_whole_float_where_only_integers_go_becomes_the_integer():
+    """``k: 4.0`` fills (and resolves) as ``k: 4``; numbers and fractions stay as written."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "k": {"type": "integer"},
+            "maybe": {"type": ["integer", "null"]},
+            "rate": {"type": "number"},
+            "sizes": {"type": "array", "items": {"type": "integer"}},
+        },
+    }
+    filled = fill_defaults({"k": 4.0, "maybe": 2.0, "rate": 3.0, "sizes": [1.0, 8]}, schema)
+    assert filled == {"k": 4, "maybe": 2, "rate": 3.0, "sizes": [1, 8]}
+    assert [type(v) for v in (filled["k"], filled["maybe"], filled["rate"])] == [int, int, float]
+    assert [type(v) for v in filled["sizes"]] == [int, int]
+
+
+def test_a_scenario_with_whole_floats_resolves_as_with_integers():
+    path = (
+        Path(__file__).resolve().parent.parent / "scenarios" / "bench" / "distributed_rounds.yaml"
+    )
+    as_int = load_scenario(path, ["speculation.k=4", "workload.synthetic.num_requests=100"])
+    as_float = load_scenario(path, ["speculation.k=4.0", "workload.synthetic.num_requests=100.0"])
+    assert as_float.resolved_json == as_int.resolved_json
+    assert isinstance(as_float.speculation.k, int)
 
 
 def test_overrides_set_nested_values_and_report_bad_ones():
