@@ -117,13 +117,19 @@ SCENARIOS: tuple[Configuration, ...] = (
         "scenarios/distserve_check/colocated_opt13b_a100_paged_vllm_costs_1gpu.yaml",
         1,
     ),
+    Configuration(
+        "colocated_paged_1gpu",
+        "scenarios/distserve_check/colocated_opt13b_a100_paged_1gpu.yaml",
+        1,
+    ),
 )
 """The configurations compared: colocated (priced by DistServe's fit, and by its fit of vLLM)
 and disaggregated (one prefill and one decode replica, DistServe's fit), each with KV reserved
 whole (``scheduler.kv.on_full: queue``) and with KV that grows page by page (``_paged``:
 ``preempt_recompute``, as vLLM and DistServe hold it); and DistServe's own placement (prefill
 at TP 2 and decode at TP 1, 3 GPUs) against three colocated GPUs, with paged KV; and vLLM as
-the paper ran it (one GPU, DistServe's fit of vLLM, paged KV)."""
+the paper ran it (one GPU, DistServe's fit of vLLM, paged KV) beside one GPU priced by DistServe's
+own fit."""
 
 PAPER_COMPARISONS: tuple[tuple[str, str], ...] = (
     ("disaggregated_paged_tp2", "vllm_1gpu_paged"),

@@ -191,12 +191,13 @@ def test_distserves_placement_prefills_at_tp_2_on_the_derived_profile():
     assert result.summary["disaggregation"]["by_role"]["prefill"]["gpu_hours"] > 0
 
 
-def test_the_one_gpu_vllm_baseline_is_the_paged_vllm_file_on_one_gpu():
-    """vLLM as the paper ran it: the 2-GPU paged vLLM-costs file with one replica, nothing else."""
-    two = yaml.safe_load((CASE.parent / "colocated_opt13b_a100_paged_vllm_costs.yaml").read_text())
-    one = yaml.safe_load(
-        (CASE.parent / "colocated_opt13b_a100_paged_vllm_costs_1gpu.yaml").read_text()
-    )
+@pytest.mark.parametrize(
+    "name", ["colocated_opt13b_a100_paged_vllm_costs", "colocated_opt13b_a100_paged"]
+)
+def test_each_one_gpu_file_is_its_two_gpu_file_on_one_gpu(name):
+    """vLLM as the paper ran it, and one GPU at DistServe's costs: one replica, nothing else."""
+    two = yaml.safe_load((CASE.parent / f"{name}.yaml").read_text())
+    one = yaml.safe_load((CASE.parent / f"{name}_1gpu.yaml").read_text())
     assert [d.pop("count") for d in two["hardware_profiles"]] == [2]
     assert [d.pop("count") for d in one["hardware_profiles"]] == [1]
     for doc in (one, two):
