@@ -257,3 +257,50 @@ def test_export_requests_option_writes_every_point(tmp_path):
         rows = json.loads((tmp_path / "x" / "vllm_1gpu_paged" / f"rate_{rate}.json").read_text())
         assert len(rows) == 30
         assert [r["start_time"] for r in rows] == sorted(r["start_time"] for r in rows)
+
+
+def _compare_script():
+    return load_script(ROOT / "scripts" / "distserve_sim_compare.py", "distserve_sim_compare")
+
+
+def test_the_comparison_refuses_a_folder_without_distserves_simulator(tmp_path, capsys):
+    script = _compare_script()
+    with pytest.raises(SystemExit) as stopped:
+        script.their_simulator(tmp_path, 250.0, 100.0)
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err
+    assert str(tmp_path) in message
+    assert "a checkout of LLMServe/DistServe" in message
+
+
+def test_the_comparison_hands_both_simulators_the_same_request_files(tmp_path):
+    """Each configuration's exported streams go to DistServe's simulator with its placement."""
+    script = _compare_script()
+    calls = []
+
+    def theirs(workload, backend, ray):
+        count = len(json.loads(workload.read_text()))
+        calls.append((workload.parent.name, tuple(backend), ray, count))
+        return 0.5 if ray else 0.75
+
+    table = script.compare(theirs, [0.5, 1.0], 12, 3, tmp_path)
+    assert list(table) == list(script.PAIRS)
+    for name, backend in script.PAIRS.items():
+        mine = [(b, ray, n) for folder, b, ray, n in calls if folder == name]
+        assert mine == [(tuple(backend), ray, 12) for ray in (True, True, False, False)]
+        assert table[name][script.SOURCES[0]] == [0.5, 0.5]
+        assert table[name][script.SOURCES[1]] == [0.75, 0.75]
+        assert all(0.0 <= a <= 1.0 for a in table[name][script.SOURCES[2]])
+
+
+def test_the_comparison_report_gives_crossings_and_the_papers_ratios():
+    script = _compare_script()
+    rates = [1.0, 2.0]
+    table = {name: {source: [0.95, 0.85] for source in script.SOURCES} for name in script.PAIRS}
+    table["disaggregated_paged"][script.SOURCES[2]] = [0.99, 0.89]
+    lines = script.report(rates, table)
+    assert lines[0] == "| per-GPU rate (req/s) | 1 | 2 | rate at 90 % |"
+    assert "| vllm_1gpu_paged: DistServe's simulator | 95.0 % | 85.0 % | 1.500 |" in lines
+    assert "| ... this simulator | 99.0 % | 89.0 % | 1.900 |" in lines
+    assert "disaggregated_paged over vllm_1gpu_paged, this simulator: 1.27x" in lines
+    assert "disaggregated_paged_tp2 over vllm_1gpu_paged, DistServe's simulator: 1.00x" in lines
