@@ -13,7 +13,7 @@ plotting script does (``evaluation/ae-scripts/e2e/_plot.py``,
 
 Adding a configuration is adding one entry to :data:`SCENARIOS`.
 
-``--export-requests DIR`` also writes the requests each run served (arrival,
+``--export-requests DIR`` also writes the requests offered to each run (arrival,
 prompt and output length, in arrival order) as
 ``DIR/<configuration>/rate_<per-GPU rate>.json`` in the custom-workload format
 of DistServe's own simulator (``simdistserve/benchmarks/simulate_dist.py``,

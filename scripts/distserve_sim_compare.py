@@ -1,7 +1,7 @@
 """DistServe's own simulator on the DistServe check's requests, beside this simulator.
 
 Runs the configurations of :data:`PAIRS` with ``scripts/distserve_check.py``
-(exporting the requests each run served), then runs DistServe's simulator
+(exporting the requests offered to each run), then runs DistServe's simulator
 (``simdistserve/benchmarks/simulate_dist.py``) on exactly those request
 streams, as shipped and with its per-iteration Ray overhead left out
 (``Worker.add_ray_overhead`` returning 0), and prints, per configuration, the
