@@ -86,7 +86,7 @@ class RequestTable:
             raise ValueError("RequestTable.arrival_s must be non-decreasing")
         if size and min(int(self.prompt_tokens.min()), int(self.output_tokens.min())) < 1:
             raise ValueError("RequestTable token counts must be >= 1")
-        unknown = set(np.unique(self.slo_class).tolist()) - set(self.slos)
+        unknown = set(self.slo_class.tolist()) - set(self.slos)
         if unknown:
             raise ValueError(f"RequestTable has SLO classes without targets: {sorted(unknown)}")
         object.__setattr__(self, "slos", MappingProxyType(dict(self.slos)))

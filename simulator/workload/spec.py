@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from simulator.workload.arrays import constructor_arguments, rebuild
 from simulator.workload.arrivals import ArrivalProcess
 from simulator.workload.closed_loop import ClosedLoop, ThinkTime
@@ -185,7 +183,7 @@ class WorkloadSpec:
         column = self.source.trace.category
         if column is None:
             return frozenset()
-        return frozenset(str(name) for name in np.unique(column).tolist() if name)
+        return frozenset(str(name) for name in set(column.tolist()) if name)
 
     def origin_names(self) -> frozenset[str]:
         """Return every client device class the workload names (trace column, weights).
