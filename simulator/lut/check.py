@@ -195,12 +195,20 @@ def _check_column(
 
 def _numbers(text: npt.NDArray[np.object_]) -> npt.NDArray[np.float64]:
     """Each cell's number, NaN where a cell is not one."""
-    if not any("_" in cell for cell in text):
+    if not _has_underscore(text):
         try:  # every cell a number: one conversion
             return text.astype(np.float64)
         except ValueError:
             pass
     return np.fromiter((_number(cell) for cell in text), dtype=np.float64, count=len(text))
+
+
+def _has_underscore(text: npt.NDArray[np.object_]) -> bool:
+    """Whether any cell holds ``_`` (a digit separator, which ``float`` would accept)."""
+    try:
+        return "_" in "".join(text)  # one pass in C over cells that are all text
+    except TypeError:
+        return any("_" in str(cell) for cell in text)
 
 
 def _number(cell: object) -> float:
@@ -281,6 +289,8 @@ def _check_fanout(parsed: ParsedLut, file: str, found: _Found) -> None:
 
 def _check_duplicates(parsed: ParsedLut, file: str, found: _Found) -> bool:
     columns = KEY_COLUMNS + AXIS_COLUMNS
+    if len(set(zip(parsed.keys, parsed.points, strict=True))) == len(parsed):
+        return False  # every (key, point) once: nothing to report
     first_row: dict[tuple[object, ...], int] = {}
     repeated: list[tuple[int, int]] = []  # (row, the first row with its key and point)
     for row, entry in enumerate(zip(parsed.keys, parsed.points, strict=True)):
