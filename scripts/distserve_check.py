@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -230,14 +231,39 @@ def run_configuration(
     )
 
 
+def rates_option(text: str) -> list[float]:
+    """``--rates``: comma-separated per-GPU rates, each a finite number > 0, increasing."""
+    try:
+        rates = [float(part) for part in text.split(",")]
+    except ValueError:
+        rates = []
+    if not rates or not all(math.isfinite(r) and r > 0 for r in rates) or rates != sorted(rates):
+        raise argparse.ArgumentTypeError(
+            f"got {text!r}; allowed: comma-separated numbers > 0 in increasing order"
+        )
+    return rates
+
+
+def requests_option(text: str) -> int:
+    """``--requests``: a whole number of requests, 1 or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= 1")
+    return count
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--rates",
-        default=",".join(str(r) for r in PAPER_RATES_PER_GPU),
+        type=rates_option,
+        default=list(PAPER_RATES_PER_GPU),
         help="per-GPU arrival rates, requests/s (default: the paper's)",
     )
-    parser.add_argument("--requests", type=int, default=1000, help="requests per run")
+    parser.add_argument("--requests", type=requests_option, default=1000, help="requests per run")
     parser.add_argument("--seed", type=int, default=None, help="seed of every run")
     parser.add_argument("--only", action="append", help="run only this configuration")
     parser.add_argument("--workers", type=int, default=None, help="sweep worker processes")
@@ -259,10 +285,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = write_lengths()
         print(f"wrote {rows} rows to {LENGTHS_FILE.relative_to(ROOT)}")
         return 0
-    rates = [float(r) for r in args.rates.split(",")]
+    rates: list[float] = args.rates
     configs = [c for c in SCENARIOS if not args.only or c.name in args.only]
     if not configs:
-        print(f"--only: no configuration named {args.only}", file=sys.stderr)
+        names = ", ".join(c.name for c in SCENARIOS)
+        print(
+            f"error: --only: no configuration named {args.only}; allowed: {names}", file=sys.stderr
+        )
         return 2
     crossings: dict[str, float | None] = {}
     with tempfile.TemporaryDirectory() as scratch:

@@ -74,8 +74,23 @@ def their_simulator(checkout: Path, ttft_ms: float, tpot_ms: float) -> Simulate:
         )
         raise SystemExit(2)
     sys.path.insert(0, str(checkout))
-    simulate: ModuleType = importlib.import_module("simdistserve.benchmarks.simulate_dist")
-    worker = importlib.import_module("simdistserve.base.worker").Worker
+    try:
+        simulate: ModuleType = importlib.import_module("simdistserve.benchmarks.simulate_dist")
+        worker = importlib.import_module("simdistserve.base.worker").Worker
+        for owner, name in (
+            (simulate, "parse_args"),
+            (simulate, "main"),
+            (worker, "add_ray_overhead"),
+        ):
+            getattr(owner, name)  # what this script calls
+    except (ImportError, AttributeError) as exc:
+        print(
+            f"error: --distserve: its simulator does not load as commit 82831f1's does (got "
+            f"'{checkout}': {exc}; allowed: a checkout of LLMServe/DistServe with that "
+            "simulator)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
 
     def run(workload: Path, backend: Sequence[str], ray: bool) -> float:
         count = len(json.loads(workload.read_text(encoding="utf-8")))
@@ -158,11 +173,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run both simulators and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--distserve", type=Path, required=True, help="a DistServe checkout")
-    parser.add_argument("--rates", default=",".join(f"{r:g}" for r in DEFAULT_RATES))
-    parser.add_argument("--requests", type=int, default=3000, help="requests per run")
+    parser.add_argument("--rates", type=check.rates_option, default=list(DEFAULT_RATES))
+    parser.add_argument(
+        "--requests", type=check.requests_option, default=3000, help="requests per run"
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of every run")
     args = parser.parse_args(argv)
-    rates = [float(r) for r in args.rates.split(",")]
+    rates: list[float] = args.rates
     vllm = next(c for c in check.SCENARIOS if c.name == VLLM)
     slo = simulator.load_scenario(ROOT / vllm.scenario).workload.slo_classes["default"]
     assert slo.ttft_ms is not None and slo.tpot_ms is not None

@@ -304,3 +304,26 @@ def test_the_comparison_report_gives_crossings_and_the_papers_ratios():
     assert "| ... this simulator | 99.0 % | 89.0 % | 1.900 |" in lines
     assert "disaggregated_paged over vllm_1gpu_paged, this simulator: 1.27x" in lines
     assert "disaggregated_paged_tp2 over vllm_1gpu_paged, DistServe's simulator: 1.00x" in lines
+
+
+@pytest.mark.parametrize("text", ["1,x", "2,1", "0.5,-1", "", "nan", "1,inf"])
+def test_bad_rates_are_refused_with_what_is_allowed(text, capsys):
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--rates", text])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --rates: got {text!r}" in err
+    assert "allowed: comma-separated numbers > 0 in increasing order" in err
+
+
+def test_bad_request_counts_and_names_are_refused(capsys):
+    script = load_script(ROOT / "scripts" / "distserve_check.py", "distserve_check")
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--requests", "0"])
+    assert stopped.value.code == 2
+    assert "argument --requests: got '0'; allowed: an integer >= 1" in capsys.readouterr().err
+    assert script.main(["--only", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no configuration named ['nope']; allowed: colocated," in err
+    assert script.rates_option("0.25,1,2.5") == [0.25, 1.0, 2.5]
