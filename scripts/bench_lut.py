@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.cli_support import integer_at_least
 from simulator.lut import LutKey, LutManager, column_names, load_lut
 
 CONTEXT_LENS = (128, 256, 512, 1024, 2048, 4096, 8192)
@@ -68,7 +69,9 @@ def rate(run: Callable[[], None], count: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lookups", type=int, default=200_000, help="lookups per measurement")
+    parser.add_argument(
+        "--lookups", type=integer_at_least(1), default=200_000, help="lookups per measurement"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the query generator")
     args = parser.parse_args(argv)
     count = args.lookups

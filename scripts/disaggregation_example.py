@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simulator import load_scenario, run  # noqa: E402
+from simulator.cli_support import run_guarded  # noqa: E402
 
 FOLDER = ROOT / "scenarios" / "disaggregation"
 SCENARIOS = (
@@ -81,4 +82,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

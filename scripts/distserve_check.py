@@ -47,6 +47,7 @@ from pathlib import Path
 import pandas as pd
 
 import simulator
+from simulator.cli_support import integer_at_least, run_guarded
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE_DIR = ROOT / "scenarios" / "distserve_check"
@@ -244,17 +245,6 @@ def rates_option(text: str) -> list[float]:
     return rates
 
 
-def requests_option(text: str) -> int:
-    """``--requests``: a whole number of requests, 1 or more."""
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= 1")
-    return count
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -263,7 +253,9 @@ def _parser() -> argparse.ArgumentParser:
         default=list(PAPER_RATES_PER_GPU),
         help="per-GPU arrival rates, requests/s (default: the paper's)",
     )
-    parser.add_argument("--requests", type=requests_option, default=1000, help="requests per run")
+    parser.add_argument(
+        "--requests", type=integer_at_least(1), default=1000, help="requests per run"
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed of every run")
     parser.add_argument("--only", action="append", help="run only this configuration")
     parser.add_argument("--workers", type=int, default=None, help="sweep worker processes")
@@ -333,4 +325,4 @@ def paper_ratios(crossings: dict[str, float | None]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import distserve_check as check  # noqa: E402
 
 import simulator  # noqa: E402
+from simulator.cli_support import integer_at_least, run_guarded  # noqa: E402
 
 PAIRS: dict[str, list[str]] = {
     "vllm_1gpu_paged": ["--backend", "vllm", "--tp-prefill", "1"],
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--distserve", type=Path, required=True, help="a DistServe checkout")
     parser.add_argument("--rates", type=check.rates_option, default=list(DEFAULT_RATES))
     parser.add_argument(
-        "--requests", type=check.requests_option, default=3000, help="requests per run"
+        "--requests", type=integer_at_least(1), default=3000, help="requests per run"
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of every run")
     args = parser.parse_args(argv)
@@ -191,4 +192,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

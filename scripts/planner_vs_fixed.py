@@ -44,6 +44,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from simulator import load_scenario, run
+from simulator.cli_support import run_guarded
 from simulator.planner.candidates import Candidate, enumerate_candidates
 from simulator.runner import Result
 
@@ -246,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0.0 <= args.floor <= 1.0 or not math.isfinite(args.floor):
         parser.error(f"--floor {args.floor}: allowed 0 to 1")
+    if not args.bin_s > 0 or not math.isfinite(args.bin_s):
+        parser.error(f"--bin-s {args.bin_s}: allowed a number of seconds > 0")
     try:
         outcomes = compare(args.scenario)
     except ValueError as exc:
@@ -261,4 +264,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

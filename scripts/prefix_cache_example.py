@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simulator import load_scenario, run  # noqa: E402
+from simulator.cli_support import run_guarded  # noqa: E402
 from simulator.rng import RandomStreams  # noqa: E402
 from simulator.workload import RequestTable  # noqa: E402
 from simulator.workload.generate import generate_requests  # noqa: E402
@@ -108,4 +109,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibrate", action="store_true", help="derive the shape from a run")
     parser.add_argument("--runs", type=int, default=RUNS, help="runs (the best counts)")
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: allowed an integer >= 1")
     if args.calibrate:
         print(calibrate())
         return 0

@@ -135,7 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     for item, make in jobs:
         if args.only is not None and item.name != args.only:
             continue
-        data = make(find_original(args.original_dir, item.original).read_bytes(), item.rows)
+        try:
+            original = find_original(args.original_dir, item.original)
+        except FileNotFoundError as exc:
+            print(
+                f"error: original_dir: {exc} (allowed: the folder of the original traces)",
+                file=sys.stderr,
+            )
+            return 2
+        data = make(original.read_bytes(), item.rows)
         target = args.out / item.name
         digest = hashlib.sha256(data).hexdigest()
         if args.check:

@@ -83,8 +83,9 @@ from matplotlib.axes import Axes
 
 import policies
 import simulator
+from simulator.cli_support import run_guarded
 from simulator.devices.engine_profile import BUNDLED_ENGINES, DEFAULT_ENGINE
-from simulator.loading import bounds_text, load_packaged_schema
+from simulator.loading import bounds_text, load_packaged_schema, read_document
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = ROOT / "scenarios" / "verify_pd" / "llama2_7b_tinyllama_a100.yaml"
@@ -461,7 +462,7 @@ def run_experiment(
     overlapped as the H100 measurement says (``gpu_sharing`` column ``measured``).
     ``workload`` (a key of :data:`WORKLOADS`) chooses the prompt and output lengths.
     """
-    base = yaml.safe_load(scenario.read_text())
+    base = read_document(scenario, "scenario")
     engine_name = engine or _scenario_engine(base)
     run_s = None if sweep001 else float(base["simulation"]["until_s"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -806,4 +807,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_guarded(main))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,21 @@ from simulator.errors import (
 
 EXIT_INTERRUPTED = 130
 """Process exit code after Ctrl-C (128 + SIGINT), as shells report it."""
+
+
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    """An ``argparse`` type: a whole number of at least ``minimum``, else what is allowed."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= {minimum}")
+        return value
+
+    return parse
 
 
 def run_guarded(entry: Callable[[], int], allow_plugins: Sequence[str] = ()) -> int:
