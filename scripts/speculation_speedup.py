@@ -259,10 +259,19 @@ def figure_main(
     parser.add_argument("-o", type=Path, default=default, help="figure file (PNG)")
     parser.add_argument("--table", action="store_true", help="print the table as Markdown only")
     args = parser.parse_args(argv)
+    if not args.table and args.o.is_dir():
+        parser.error(f"-o {args.o}: a folder; allowed: a PNG file path")
     found = compute()
     print(render_table(found))
     if not args.table:
-        draw(found, args.o)
+        try:
+            draw(found, args.o)
+        except OSError as exc:
+            print(
+                f"error: -o {args.o}: not written ({exc.strerror}); allowed: a writable PNG file path",
+                file=sys.stderr,
+            )
+            return 2
         print(f"wrote {args.o}")
     return 0
 

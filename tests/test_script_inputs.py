@@ -44,6 +44,14 @@ def test_a_bad_option_is_refused_before_anything_runs(script, argv, message, cap
     assert message in capsys.readouterr().err
 
 
+def test_a_figure_script_refuses_a_folder_for_its_figure_before_computing(tmp_path, capsys):
+    module = load_script(ROOT / "scripts" / "speculation_speedup.py", "speculation_speedup")
+    with pytest.raises(SystemExit) as stopped:
+        module.main(["-o", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert f"-o {tmp_path}: a folder; allowed: a PNG file path" in capsys.readouterr().err
+
+
 def test_a_missing_original_trace_folder_is_one_message(tmp_path, capsys):
     module = load_script(ROOT / "scripts" / "slice_traces.py", "slice_traces")
     assert module.main([str(tmp_path / "nowhere"), "--check"]) == 2
