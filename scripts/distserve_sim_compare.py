@@ -131,6 +131,7 @@ def compare(
     by_name = {c.name: c for c in check.SCENARIOS}
     out: dict[str, dict[str, list[float]]] = {}
     for name, backend in PAIRS.items():
+        print(f"{name}: this simulator, then DistServe's on the same requests", file=sys.stderr)
         ours = check.run_configuration(
             by_name[name], rates, requests, scratch / "runs", None, seed, scratch / "requests"
         )
