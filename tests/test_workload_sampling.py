@@ -13,6 +13,8 @@ from simulator.workload import (
     LognormalLength,
     OnOffArrivals,
     PoissonArrivals,
+    RequestTable,
+    SloTargets,
     UniformLength,
     mean_rate_per_s,
     read_trace,
@@ -183,3 +185,27 @@ def test_two_empirical_columns_of_one_trace_draw_whole_rows():
 def test_independent_pairs_otherwise():
     p, o = sample_length_pairs(FixedLength(3), UniformLength(1, 9), 1_000, rng(1), rng(2))
     assert np.all(p == 3) and o.min() >= 1 and o.max() <= 9
+
+
+def test_a_tables_names_are_its_texts_with_one_object_per_distinct_text():
+    classes = ["premium", "default", "premium", "default", "premium"]
+    table = RequestTable(
+        arrival_s=np.arange(5, dtype=float),
+        prompt_tokens=np.full(5, 8),
+        output_tokens=np.full(5, 4),
+        slo_class=np.array(classes, dtype=object),
+        origin=np.array(["phones", "", "phones", "laptops", ""]),
+        category=np.array([""] * 5),
+        slos={
+            "default": SloTargets(ttft_ms=1000.0, tpot_ms=100.0),
+            "premium": SloTargets(ttft_ms=500.0, tpot_ms=50.0),
+        },
+    )
+    names = table.slo_class_names()
+    assert names == classes
+    assert all(type(name) is str for name in names)
+    assert len({id(name) for name in names}) == 2
+    origins = table.origin_names()
+    assert origins == ["phones", "", "phones", "laptops", ""]
+    assert len({id(name) for name in origins}) == 3
+    assert table.category_names() == [""] * 5

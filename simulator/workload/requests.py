@@ -293,8 +293,5 @@ def _names(values: StrArray) -> list[str]:
     A run's requests hold a few distinct class, origin and category names;
     sharing one ``str`` per name saves an object per request and field.
     """
-    if not len(values):
-        return []
-    distinct, position = np.unique(values, return_inverse=True)
-    shared = [str(name) for name in distinct.tolist()]
-    return [shared[i] for i in position.ravel().tolist()]
+    shared: dict[str, str] = {}  # each text -> its one object (no sort of the column)
+    return [shared.setdefault(text, str(text)) for text in values.tolist()]
