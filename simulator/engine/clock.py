@@ -26,7 +26,6 @@ from heapq import heappush
 
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import Event
 
 DELIVERY = 1
 """Priority of actions that deliver work (SimPy's ``NORMAL``, as its timeouts use)."""
@@ -36,9 +35,22 @@ URGENT = 0
 """Priority of starting a chain of actions at the start of a run (as SimPy starts a process)."""
 
 
-class _Action(Event):
-    """An event already triggered at creation that runs one action when processed."""
+class _Action:
+    """An action on the clock: an event already triggered when scheduled.
 
+    SimPy's loop reads three things of what it pops from its queue: the
+    ``callbacks`` (which it takes and sets to ``None``), ``_ok`` and, when
+    that is false, ``_value``. An action has them and nothing more: it is
+    not a :class:`simpy.events.Event`, so scheduling one sets two slots
+    instead of an event's dictionary, and its callbacks are one shared tuple
+    (SimPy only iterates and slices them), not a new list and bound method.
+    """
+
+    __slots__ = ("_action", "callbacks")
+
+    _ok = True
+    """Always succeeded (read by SimPy's loop)."""
+    _value = None
     observer = False
     """Whether the action only watches the run (see :func:`only_observers_pending`)."""
 
@@ -48,17 +60,10 @@ class _Action(Event):
         delay_s: float,
         action: Callable[[], None],
         priority: int,
-        observer: bool = False,
         at_s: float | None = None,
     ) -> None:
-        # Like SimPy's Timeout, set the fields of a triggered event directly.
-        self.env = env
-        self.callbacks = [self._run]
-        self._value = None
-        self._ok = True
+        self.callbacks: tuple[Callable[[_Action], None], ...] | None = _RUN
         self._action = action
-        if observer:
-            self.observer = True  # the class says False: no store on the hot path
         if at_s is None:
             env.schedule(self, priority, delay_s)  # type: ignore[arg-type]
         else:
@@ -67,8 +72,22 @@ class _Action(Event):
             # one instant, in the order they were scheduled.
             heappush(env._queue, (at_s, priority, next(env._eid), self))  # type: ignore[misc]
 
-    def _run(self, _event: Event) -> None:
-        self._action()
+
+class _Observer(_Action):
+    """An action that only watches the run (the time-series sampler, a planner round)."""
+
+    __slots__ = ()
+
+    observer = True
+
+
+def _run(event: _Action) -> None:
+    """Run the action of a processed :class:`_Action` (its only callback)."""
+    event._action()
+
+
+_RUN = (_run,)
+"""The callbacks of every :class:`_Action`."""
 
 
 def call_at(
@@ -87,10 +106,11 @@ def call_at(
         priority: :data:`DELIVERY` or :data:`DECISION` (see the module docstring).
         observer: The action only watches the run (see :func:`only_observers_pending`).
     """
+    kind = _Observer if observer else _Action
     if time_s > env.now:
-        _Action(env, 0.0, action, priority, observer, at_s=time_s)
+        kind(env, 0.0, action, priority, at_s=time_s)
     else:
-        _Action(env, 0.0, action, priority, observer)
+        kind(env, 0.0, action, priority)
 
 
 def call_after(
@@ -109,7 +129,7 @@ def call_after(
         priority: :data:`URGENT`, :data:`DELIVERY` or :data:`DECISION`.
         observer: The action only watches the run (see :func:`only_observers_pending`).
     """
-    _Action(env, delay_s, action, priority, observer)
+    (_Observer if observer else _Action)(env, delay_s, action, priority)
 
 
 def only_observers_pending(env: simpy.Environment) -> bool:
