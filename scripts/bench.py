@@ -5,6 +5,7 @@ Usage::
     python scripts/bench.py              # run every workload 3 times, print a table
     python scripts/bench.py --save       # ... and store the figures in scripts/bench_baseline.json
     python scripts/bench.py --only none_azure_conv_10k --repeat 5
+    python scripts/bench.py --baseline OTHER.json   # compare with figures stored elsewhere
 
 Each run of a workload is a fresh child process, so its peak resident memory
 is its own and no cache carries over. Figures per workload: the best (least)
@@ -35,6 +36,12 @@ processes are timed as a user's second and later runs are: each command first
 runs once, untimed, with bytecode writing allowed (``PYTHONDONTWRITEBYTECODE``
 removed from its environment), so the timed runs import compiled modules
 instead of compiling every source file again.
+After the figures, each workload's best wall time and peak memory, and each whole
+process's best wall time, are compared with ``scripts/bench_baseline.json`` (or the file
+``--baseline FILE`` names; ``--save`` compares before it overwrites): now, then, now/then
+and, for times, now/then at the baseline machine's speed (times the skeleton's rounds per
+wall-second now over then, when both sides have it), with a verdict where the change
+exceeds :data:`NOISE` (15 %).
 Timings are measurements, not tests: nothing here fails on a slow machine.
 
 ``--sweep`` times a 40-run sweep (``scenarios/sweeps/bench_sweep.yaml``:
@@ -208,6 +215,12 @@ def _combine(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--save", action="store_true", help="store the figures as the baseline")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=BASELINE,
+        help="compare with the figures stored in this file (default: the stored baseline)",
+    )
     parser.add_argument("--only", choices=sorted(WORKLOADS), action="append", help="run only these")
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs per workload (default 3; best and median)"
@@ -236,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    try:
+        stored = read_baseline(args.baseline, required=args.baseline != BASELINE)
+    except ValueError as exc:
+        parser.error(str(exc))
     names = args.only or list(WORKLOADS)
     rows = []
     for name in names:
@@ -273,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         print(_skeleton_line(row, skeleton, args.repeat))
     print(_startup_line())
     whole = _whole_process(args.repeat) if not args.only else []
+    if stored is not None:
+        for line in against_baseline(rows, whole, skeleton, stored, _shown(args.baseline)):
+            print(line)
+    else:
+        print(f"no baseline to compare with: {_shown(args.baseline)} does not exist yet")
     if args.save:
         baseline = {
             "machine": {
@@ -288,6 +310,140 @@ def main(argv: list[str] | None = None) -> int:
         BASELINE.write_text(json.dumps(baseline, indent=2) + "\n")
         print(f"stored in {BASELINE.relative_to(ROOT)}")
     return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it (no machine paths in output)."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
+
+
+NOISE = 0.15
+"""Relative change a comparison with the baseline calls noise. Normalising by the skeleton
+removes most of the shared machine's hour-to-hour spread, not all: with the engine's code
+unchanged (the baseline's commit and a later one alternating in one hour, 2.12-2.24 s and
+2.09-2.24 s of CPU for ``distributed_rounds``), the normalised ratios to the baseline read
+1.11-1.14. Decide a regression by running both trees side by side."""
+
+
+def _change(
+    now: float, then: float, factor: float | None, is_time: bool
+) -> tuple[float, float | None, str]:
+    """``now / then`` of a time or size, the time's ratio at the baseline machine's speed, a verdict.
+
+    ``factor`` is the machine's speed now over its speed then (the skeleton's
+    rounds per wall-second, ``None``: not measured on both sides); a time is
+    normalised by it, a size never. The verdict reads the normalised ratio
+    where there is one.
+    """
+    ratio = now / then
+    normalised = ratio * factor if is_time and factor is not None else None
+    judged = normalised if normalised is not None else ratio
+    if judged > 1.0 + NOISE:
+        verdict = "slower" if is_time else "larger"
+    elif judged < 1.0 - NOISE:
+        verdict = "faster" if is_time else "smaller"
+    else:
+        verdict = f"within {NOISE:.0%}"
+    return ratio, normalised, verdict
+
+
+def read_baseline(path: Path, required: bool) -> dict[str, Any] | None:
+    """The figures stored in ``path`` (``None``: there is none yet and none was ``required``).
+
+    Raises:
+        ValueError: ``path`` cannot be read, is not JSON, or holds no ``results`` list.
+    """
+    if not path.exists():
+        if required:
+            raise ValueError(f"--baseline {path}: no such file")
+        return None
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--baseline {path}: cannot be read as JSON ({exc})") from None
+    wrote = "not a file 'bench.py --save' wrote"
+    if not isinstance(stored, dict) or not isinstance(stored.get("results"), list):
+        raise ValueError(f"--baseline {path}: {wrote} (no 'results' list)")
+    number = (int, float)
+    for where, items, key, figures in (
+        ("results", stored["results"], "workload", ("wall_s", "peak_rss_mb")),
+        ("whole_process", stored.get("whole_process", []), "command", ("wall_s",)),
+    ):
+        for item in items if isinstance(items, list) else [None]:
+            if not (
+                isinstance(item, dict)
+                and isinstance(item.get(key), str)
+                and all(isinstance(item.get(f), number) and item[f] > 0 for f in figures)
+            ):
+                raise ValueError(
+                    f"--baseline {path}: {wrote} ({where} holds {item!r}, not an entry with "
+                    f"'{key}' and positive {' and '.join(repr(f) for f in figures)})"
+                )
+    skeleton = stored.get("skeleton_rounds_per_wall_s")
+    if skeleton is not None and not (isinstance(skeleton, number) and skeleton > 0):
+        raise ValueError(
+            f"--baseline {path}: {wrote} (skeleton_rounds_per_wall_s {skeleton!r} is not a "
+            "positive number)"
+        )
+    return stored
+
+
+def against_baseline(
+    rows: list[dict[str, Any]],
+    whole: list[dict[str, Any]],
+    skeleton: float | None,
+    baseline: dict[str, Any],
+    source: str,
+) -> list[str]:
+    """Lines comparing this run's figures with a stored baseline's, one per figure both have.
+
+    Wall times are best-of-runs; each is also shown at the baseline machine's
+    speed (multiplied by the skeleton's rounds per wall-second now over then),
+    which is what the verdict reads, because the shared machine's speed moves
+    by about a third between hours. Without a skeleton figure on both sides
+    (``--only`` without ``distributed_rounds``) times are judged as measured.
+    Peak memory is compared as measured.
+    """
+    then_skeleton = baseline.get("skeleton_rounds_per_wall_s")
+    factor = skeleton / then_skeleton if skeleton and then_skeleton else None
+    if factor is not None:
+        head = (
+            f"against {source}: machine speed now / then {factor:.2f} (the skeleton's "
+            f"{skeleton:,.0f} / {then_skeleton:,} rounds per wall-second); a normalised "
+            f"ratio is now / then x that"
+        )
+    else:
+        head = f"against {source}: times not normalised (no skeleton figure on both sides)"
+    lines = [head]
+    machine = baseline.get("machine", {})
+    here = {"python": platform.python_version(), "processor": platform.machine(), "cpus": _cpus()}
+    if machine and machine != here:
+        lines.append(f"  the baseline was stored on another machine: {machine} (here {here})")
+    lines.append(
+        f"  {'figure':<58} {'now':>9} {'then':>9} {'now/then':>9} {'normalised':>11}  verdict"
+    )
+
+    def add(label: str, now: float, then: float, is_time: bool) -> None:
+        ratio, normalised, verdict = _change(now, then, factor, is_time)
+        shown = f"{normalised:.2f}" if normalised is not None else "-"
+        values = f"{now:>7.2f} s {then:>7.2f} s" if is_time else f"{now:>6.1f} MB {then:>6.1f} MB"
+        lines.append(f"  {label:<58} {values} {ratio:>9.2f} {shown:>11}  {verdict}")
+
+    stored = {row["workload"]: row for row in baseline.get("results", [])}
+    for row in rows:
+        old = stored.get(row["workload"])
+        if old is None:
+            lines.append(f"  {row['workload']}: not in the baseline")
+            continue
+        add(f"{row['workload']}: best wall", row["wall_s"], old["wall_s"], True)
+        add(f"{row['workload']}: peak memory", row["peak_rss_mb"], old["peak_rss_mb"], False)
+    stored_whole = {item["command"]: item for item in baseline.get("whole_process", [])}
+    for item in whole:
+        old = stored_whole.get(item["command"])
+        if old is not None:
+            add(f"whole process: {item['command']}", item["wall_s"], old["wall_s"], True)
+    return lines
 
 
 def _skeleton_rounds_per_s(rounds: int, runs: int) -> float:
