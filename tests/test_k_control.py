@@ -24,6 +24,7 @@ from policies.k_control import (
     StaticK,
     expected_tokens,
 )
+from policies.lanes import VERIFY
 from policies.views import KSignals, RoundOutcome
 from simulator import load_scenario, run
 from simulator.engine.core import Engine
@@ -587,6 +588,66 @@ def test_k_zero_rounds_gain_one_token_and_report_k_current(tmp_path):
     assert record.drafted_tokens <= 2 * (record.verify_rounds // 2)
     assert record.accepted_tokens <= record.drafted_tokens
     assert 1 + record.verify_rounds + record.accepted_tokens == 12
+
+
+class _SignalCheck:
+    """A windowed k controller that checks each field of its signals against the engine."""
+
+    signal_window = 4
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.seen: list[KSignals] = []
+
+    def next_k(self, signals: KSignals) -> int:
+        replica = self.engine.replicas[signals.replica]
+        window = replica.window
+        assert window is not None
+        assert signals.now_s == self.engine.env.now
+        assert (signals.k_min, signals.k_max) == (1, 8)
+        assert signals.running_batch == len(replica.holders)
+        assert signals.verify_queue_len == replica.waiting(VERIFY)
+        for field, value in (
+            ("window_acceptance", window.acceptance()),
+            ("decode_p95_ms", window.p95_ms()),
+            ("queue_delay_ms", window.wait_ms()),
+        ):
+            got = getattr(signals, field)
+            assert got == value or (got != got and value != value), field  # nan: both
+        assert signals.predictor is None
+        self.seen.append(signals)
+        return 3
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        pass
+
+
+def test_windowed_signals_carry_the_replicas_state_in_their_named_fields(tmp_path):
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(12, 20.0, 100, 20),
+        replicas=2,
+        clients=12,
+        extra={
+            "speculation.adaptive_k": {
+                "enabled": True,
+                "controller": "acceptance_feedback",
+                "k_min": 1,
+                "k_max": 8,
+            },
+        },
+    )
+    scenario = load_scenario(path)
+    engine = Engine(build_runtime(scenario), build_requests(scenario), RandomStreams(1))
+    checker = _SignalCheck(engine)
+    engine.speculation.controller = checker
+    engine.run()
+    assert checker.seen
+    assert {signals.replica for signals in checker.seen} == {0, 1}
+    assert any(signals.decode_p95_ms > 0 for signals in checker.seen)
+    assert any(signals.window_acceptance == signals.window_acceptance for signals in checker.seen)
+    assert any(signals.request_acceptance == signals.request_acceptance for signals in checker.seen)
 
 
 # -- a fixed k is asked once --------------------------------------------------------

@@ -126,7 +126,8 @@ class Speculation:
                 now, k_current, self.k_min, self.k_max, acceptance_rate, queue_len, context_len
             )
         else:
-            # The windowed fields too, in one record (not one per field group).
+            # The windowed fields too, in one record (not one per field group),
+            # by position: binding fourteen keywords costs as much as the rest.
             signals = KSignals(
                 now,
                 k_current,
@@ -135,13 +136,13 @@ class Speculation:
                 acceptance_rate,
                 queue_len,
                 context_len,
-                replica=target.index,
-                request_acceptance=req.acceptance_recent,
-                window_acceptance=window.acceptance(),
-                running_batch=len(target.holders),
-                decode_p95_ms=window.p95_ms(),
-                queue_delay_ms=window.wait_ms(),
-                predictor=self.predictor(target, req.mode) if self._predicts else None,
+                target.index,  # replica
+                req.acceptance_recent,  # request_acceptance
+                window.acceptance(),  # window_acceptance
+                len(target.holders),  # running_batch
+                window.p95_ms(),  # decode_p95_ms
+                window.wait_ms(),  # queue_delay_ms
+                self.predictor(target, req.mode) if self._predicts else None,  # predictor
             )
         return int(self.controller.next_k(signals))
 
