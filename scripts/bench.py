@@ -238,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         help="whole-process wall time and memory of none_synthetic_100k at 100k and 1M requests",
     )
     args = parser.parse_args(argv)
+    apart = [name for name in ("sweep", "million", "planner") if getattr(args, name)]
+    if apart and args.baseline != BASELINE:
+        parser.error(
+            f"--baseline {args.baseline}: --{apart[0]} compares with no baseline; allowed: "
+            "--baseline with the workload runs only (no --sweep, --million or --planner)"
+        )
     if args.sweep:
         return _bench_sweep()
     if args.million:
