@@ -18,9 +18,13 @@ class AdmissionPolicy(Policy, Protocol):
         predicts_ttft: The engine fills the TTFT prediction of
             ``AdmissionQuery`` (and keeps the predicted prefill queues it
             needs). Default ``False``.
+        admits_all: The policy admits every request whatever its query
+            says, so the engine admits them without building the query or
+            asking. Default ``False``.
     """
 
     predicts_ttft: ClassVar[bool] = False
+    admits_all: ClassVar[bool] = False
 
     def decide(self, query: AdmissionQuery) -> AdmissionDecision:
         """Return whether to admit, with a reason when rejecting."""
@@ -35,6 +39,7 @@ class AdmitAll(AdmissionPolicy):
     """Admit every request (queues grow without bound under overload)."""
 
     name: ClassVar[str] = "admit_all"
+    admits_all: ClassVar[bool] = True
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params if params is not None else NoParams()

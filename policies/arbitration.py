@@ -151,10 +151,16 @@ class ArbitrationRule(Policy, Protocol):
             whenever the GPU may take another iteration. Default ``False``.
         verify_lane: A k controller's queue depth is the verify lane's
             (else the decode lane's). Default ``False``.
+        idle_when_empty: With no prompt waiting or being chunked and every
+            decode-lane queue empty, the rule chooses nothing and sets no
+            wake time, so the replica need not ask it (it then only waits
+            for the work announced to it). Default ``False``: the rule is
+            asked whatever the lanes hold.
     """
 
     splits_rounds: ClassVar[bool] = False
     verify_lane: ClassVar[bool] = False
+    idle_when_empty: ClassVar[bool] = False
 
     def choose(self, lanes: ReplicaLanes) -> tuple[Work | None, float]:
         """Return the next iteration, or ``None`` and when to decide again (inf: on a change)."""
@@ -169,6 +175,7 @@ class PrefillFirst(ArbitrationRule):
     """Whole-prompt prefill batches go before decode-lane iterations."""
 
     name: ClassVar[str] = "prefill_first"
+    idle_when_empty: ClassVar[bool] = True
 
     def __init__(self, params: NoParams | None = None) -> None:
         self.params = params if params is not None else NoParams()
@@ -207,6 +214,7 @@ class ChunkedPrefill(ArbitrationRule):
     """Decode-lane work first, prefill chunks in the rest of a per-iteration token budget."""
 
     name: ClassVar[str] = "chunked_prefill"
+    idle_when_empty: ClassVar[bool] = True
     Params = ChunkedPrefillParams
 
     def __init__(self, params: ChunkedPrefillParams | None = None) -> None:

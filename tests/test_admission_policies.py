@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from policies import registry
 from policies.admission import (
+    AdmitAll,
     MaxInFlight,
     MaxInFlightParams,
     SloGuard,
@@ -28,6 +30,19 @@ def _query(now_s: float = 0.0, **fields) -> AdmissionQuery:
 
 
 # -- policy-level decisions --------------------------------------------------------
+def test_only_admit_all_declares_it_admits_every_query():
+    """The engine skips the query of a policy declaring admits_all: it must admit any query."""
+    family = registry("admission")
+    assert [name for name in family.names() if family.get(name).admits_all] == ["admit_all"]
+    policy = AdmitAll()
+    for query in (
+        _query(),
+        _query(5.0, queued_requests=10**6, kv_free_mb=0.0, waited_s=60.0),
+        _query(predicted_queue_s=1e3, predicted_prefill_s=1e3, kv_need_mb=1e9),
+    ):
+        assert policy.decide(query) == AdmissionDecision(True)
+
+
 def test_max_in_flight_defers_at_the_limit_and_never_rejects():
     policy = MaxInFlight(MaxInFlightParams(limit=2))
     assert policy.decide(_query(queued_requests=1)).admit

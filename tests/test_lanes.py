@@ -10,6 +10,7 @@ of 11 tokens (1 at prefill) takes two rounds.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -571,6 +572,39 @@ def test_the_arbitration_registry_lists_the_lane_rules():
         assert not getattr(family.get(name), "splits_rounds", False)
     assert family.get("pdv_hybrid").Params() == PdvHybridParams(None, 3)
     assert family.get("pdv_unified").Params().unified_admit_factor == 1.2
+
+
+@pytest.mark.parametrize("mode", ["none", "distributed", "fused"])
+def test_rules_idle_when_empty_choose_nothing_on_empty_lanes(tmp_path, mode):
+    """A rule declaring idle_when_empty is skipped on empty lanes: it must choose nothing there.
+
+    Asked on a replica with no prompt, chunk or decode-lane item, each such
+    rule returns no work and no wake time (what the replica assumes when it
+    does not ask it); the lane rules do not declare it.
+    """
+    family = registry("arbitration")
+    declaring = [name for name in family.names() if family.get(name).idle_when_empty]
+    assert sorted(declaring) == ["chunked_prefill", "prefill_first"]
+    for name in declaring:
+        folder = tmp_path / name
+        folder.mkdir()
+        trace = folder / "trace.csv"
+        trace.write_text("arrival_s,prompt_tokens,output_tokens\n0.5,64,8\n")
+        path = write_scenario(
+            folder,
+            mode=mode,
+            workload={"source": f"trace://{trace}", "slo": {"ttft_ms": 1000, "tpot_ms": 100}},
+            extra={"scheduler.arbitration": {"policy": name, "params": {}}},
+        )
+        scenario = load_scenario(path)
+        engine = Engine(
+            build_runtime(scenario), build_requests(scenario), RandomStreams(scenario.seed)
+        )
+        replica = engine.replicas[0]
+        assert type(replica.arbiter) is family.get(name)
+        assert replica.arbiter.choose(replica) == (None, math.inf)
+    for name in ARCHITECTURES:
+        assert family.get(name).idle_when_empty is False
 
 
 def test_every_replica_builds_its_own_rule(tmp_path):

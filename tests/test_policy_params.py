@@ -64,12 +64,17 @@ def test_capabilities_and_their_defaults_per_family():
         "predicts_iteration": False,
         "fixed_k": False,
     }
-    assert caps["admission"] == {"random_stream": None, "predicts_ttft": False}
+    assert caps["admission"] == {
+        "random_stream": None,
+        "predicts_ttft": False,
+        "admits_all": False,
+    }
     assert caps["hybrid_mode"] == {"random_stream": None, "predicts_latency": False}
     assert caps["arbitration"] == {
         "random_stream": None,
         "splits_rounds": False,
         "verify_lane": False,
+        "idle_when_empty": False,
     }
     assert caps["draft_selection"] == {"random_stream": None}
     assert capability_defaults(KController) == caps["k_control"]

@@ -106,7 +106,8 @@ def test_defaults_match_the_schema():
 
 
 def _batch(*contexts):
-    return [SimpleNamespace(context=c) for c in contexts]
+    """Requests of these contexts (prompts of that length, nothing generated yet)."""
+    return [SimpleNamespace(prompt_tokens=c, generated=0, context=c) for c in contexts]
 
 
 def test_batch_context_is_the_mean_plus_a_share_of_the_tail():

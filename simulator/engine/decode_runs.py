@@ -138,7 +138,7 @@ class DecodeRuns:
             if noise is not None:
                 latency_s *= noise.peek(NOISE_KIND, 1)[0]
             return DecodeRun(batch, start, [start + latency_s / factor], [energy_j / factor])
-        iterations = min(req.remaining for req in batch)
+        iterations = min([req.output_tokens - req.generated for req in batch])  # remaining
         # Every context grows by one per iteration: so does the batch's priced context.
         context = batch_context(batch, replica.tail_weight[DECODE])
         elapsed_s, energies = cost.curve(n, 1).cumulative_steps(context, iterations)
@@ -269,7 +269,7 @@ class DecodeRuns:
             req.ready_s = now
             if grow:
                 self.kv.grow(req, done * per_token, now)
-        finished = [req for req in batch if req.remaining <= 0]
+        finished = [req for req in batch if req.output_tokens <= req.generated]  # remaining <= 0
         if finished:
             queue = replica.decode_q[DECODE]
             gone = {id(req) for req in finished}

@@ -101,6 +101,8 @@ class Dispatcher:
         """Chooses a prefilled request's decode replica (``None``: a colocated fleet)."""
         self.admission = routing.admission
         self._admission_predicts = routing.admission_predicts
+        self._admits_all = bool(self.admission.admits_all)
+        """Admission admits every request: it is neither asked nor given a query."""
         self._routing_detail = routing.routing_detail
         self._routing_prefix = routing.routing_prefix
         self.predicts_ttft = routing.predicts_ttft
@@ -199,6 +201,10 @@ class Dispatcher:
         self._admitting = True
         try:
             deferred = self.deferred
+            if self._admits_all:
+                while deferred:
+                    self._admit(deferred.popleft())
+                return
             while deferred:
                 req = deferred[0]
                 decision = self.admission.decide(self._admission_query(req))

@@ -36,7 +36,7 @@ def batch_context(batch: Sequence[RequestState], tail_weight: float) -> float:
     total = 0
     longest = 0
     for req in batch:
-        context = req.context
+        context = req.prompt_tokens + req.generated  # req.context, without the property call
         total += context
         if context > longest:
             longest = context

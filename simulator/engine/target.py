@@ -173,6 +173,8 @@ class TargetReplica:
         self._guard_kv = bool(self.step_lane.reads_kv)
         """Whether verify items carry their KV need and the free KV (``kv_aware_edf``)."""
         self.arbiter = context.new_arbiter()
+        self._idle_when_empty = bool(self.arbiter.idle_when_empty)
+        """With every lane empty the rule would choose nothing: :meth:`decide` skips it."""
         self._watch_verify = bool(self.arbiter.verify_lane)
         """The k controller's queue depth is the verify lane's (else the decode lane's)."""
         self.verify_q: list[RequestState] = []
@@ -428,6 +430,18 @@ class TargetReplica:
                 return
             if self._incoming:
                 self._take_arrived(now)
+            queues = self.decode_q
+            if (  # nothing to choose from: wait for the work announced (most idle replicas)
+                self._idle_when_empty
+                and not self.prefill_q
+                and not self.chunking
+                and not queues[DECODE]
+                and not queues[VERIFY]
+                and not queues[FUSED]
+            ):
+                if self._incoming:
+                    self._decide_at(self._incoming[0][0])
+                return
             work, wake_at = self.arbiter.choose(self)
             if work is None and self._incoming:
                 wake_at = min(wake_at, self._incoming[0][0])
