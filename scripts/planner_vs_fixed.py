@@ -16,6 +16,11 @@ stand for: ``verify_replicas`` is every target pool's ``count``,
 a scenario whose planner chooses any other key is refused (it has no fixed
 equivalent here).
 
+The planner's what-if windows and the fixed runs go to a local process pool
+of ``--workers`` processes (default: this machine's CPUs; ``--workers 1``: all
+in this process), as ``simulate run`` sends windows: every figure is the same
+whichever (each window's seed is fixed, and each fixed run is a run of its own).
+
 Writes ``planner_vs_fixed.csv`` (one row per run) and ``planner_vs_fixed.png``
 (arrival rate, serving replicas and SLO attainment over time: the planner's
 run and the best fixed configuration meeting the floor) into the output
@@ -23,7 +28,7 @@ folder, and prints the table.
 
 Usage::
 
-    python scripts/planner_vs_fixed.py SCENARIO [--floor 0.9] [--bin-s 60] [-o DIR]
+    python scripts/planner_vs_fixed.py SCENARIO [--floor 0.9] [--bin-s 60] [--workers N] [-o DIR]
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from simulator import load_scenario, run
-from simulator.cli_support import run_guarded
+from simulator.cli_support import integer_at_least, run_guarded
+from simulator.executors import default_workers, execute_with
 from simulator.planner.candidates import Candidate, enumerate_candidates
+from simulator.planner.windows import window_runner
 from simulator.runner import Result
 
 FIXED_KEYS = {
@@ -112,19 +119,52 @@ def outcome(label: str, result: Result) -> Outcome:
     )
 
 
-def compare(path: Path) -> list[Outcome]:
-    """The planner's run first, then every fixed configuration of its candidates."""
+FixedRun = tuple[str, Path, tuple[str, ...]]
+"""A fixed configuration's run: its label, the scenario and the overrides that fix it."""
+
+
+def compare(path: Path, workers: int | None = None) -> list[Outcome]:
+    """The planner's run first, then every fixed configuration of its candidates.
+
+    Args:
+        path: The scenario (its planner on).
+        workers: Processes of the local pool that runs the planner's windows
+            and then the fixed runs (default: this machine's CPUs; 1: all
+            here). The outcomes are the same whichever.
+
+    Raises:
+        ValueError: The planner is off, or a candidate key has no fixed
+            equivalent (before anything runs).
+    """
     import yaml
 
     scenario = load_scenario(path)
     if not scenario.planner.enabled:
         raise ValueError(f"{path}: planner.enabled is false; nothing to compare")
     document = yaml.safe_load(path.read_text())
-    outcomes = [outcome("planner", run(scenario))]
-    for candidate in enumerate_candidates(scenario.planner.candidates):
-        fixed = load_scenario(path, overrides=fixed_overrides(document, candidate))
-        outcomes.append(outcome(candidate.key, run(fixed)))
-    return outcomes
+    fixed: list[FixedRun] = [
+        (candidate.key, path, tuple(fixed_overrides(document, candidate)))
+        for candidate in enumerate_candidates(scenario.planner.candidates)
+    ]
+    count = workers if workers is not None else default_workers()
+    windows = window_runner("local", count, None)
+    try:
+        outcomes = [outcome("planner", run(scenario, windows=windows))]
+    finally:
+        windows.close()
+    done = dict(execute_with(_fixed_run, fixed, "local", count, None))
+    return outcomes + [outcome(label, done[label]) for label, _path, _overrides in fixed]
+
+
+def _fixed_run(task: FixedRun) -> tuple[str, Result]:
+    """Run one fixed configuration (in a pool's worker, or here); return its label and result.
+
+    Only the simulator's own types come back from a worker: this script may be
+    loaded under its name more than once, and a class of its own would then not
+    unpickle as the caller's.
+    """
+    label, path, overrides = task
+    return label, run(load_scenario(path, overrides=list(overrides)))
 
 
 def table(outcomes: Sequence[Outcome], floor: float) -> pd.DataFrame:
@@ -243,6 +283,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("scenario", type=Path)
     parser.add_argument("--floor", type=float, default=0.9, help="SLO-attainment floor (0-1)")
     parser.add_argument("--bin-s", type=float, default=60.0, help="seconds per bin of the figure")
+    parser.add_argument(
+        "--workers",
+        type=integer_at_least(1),
+        default=None,
+        help="processes for the windows and the fixed runs (default: this machine's CPUs)",
+    )
     parser.add_argument("-o", "--output", type=Path, default=Path("results/planner_vs_fixed"))
     args = parser.parse_args(argv)
     if not 0.0 <= args.floor <= 1.0 or not math.isfinite(args.floor):
@@ -250,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.bin_s > 0 or not math.isfinite(args.bin_s):
         parser.error(f"--bin-s {args.bin_s}: allowed a number of seconds > 0")
     try:
-        outcomes = compare(args.scenario)
+        outcomes = compare(args.scenario, args.workers)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -59,3 +59,24 @@ def test_a_fixed_split_sets_the_pools_of_each_role() -> None:
 def test_the_serving_replicas_a_chosen_candidate_sets() -> None:
     assert pvf._replicas("verify_replicas=2 k=4", 2, 7) == 4
     assert pvf._replicas("k=4", 2, 7) == 7
+
+
+@pytest.mark.slow
+def test_the_comparison_is_the_same_in_this_process_and_on_a_pool() -> None:
+    """Windows and fixed runs on two workers give every figure the serial comparison gives."""
+    scenario = ROOT / "scenarios" / "disaggregation" / "disaggregated_planner.yaml"
+    # Loaded again under its name, as another test module does: the pool's results still come back.
+    load_script(ROOT / "scripts" / "planner_vs_fixed.py", "planner_vs_fixed")
+    serial = pvf.compare(scenario, workers=1)
+    pooled = pvf.compare(scenario, workers=2)
+    assert [o.label for o in pooled] == [o.label for o in serial]
+    assert [o.label for o in serial[1:]] == [
+        f"prefill_replicas={p} decode_replicas={d}" for p in (1, 2) for d in (1, 2, 3)
+    ]
+    for mine, theirs in zip(pooled, serial, strict=True):
+        assert (mine.attainment, mine.gpu_hours, mine.goodput_per_gpu_s) == (
+            theirs.attainment,
+            theirs.gpu_hours,
+            theirs.goodput_per_gpu_s,
+        )
+    assert pooled[0].result.planner_log.equals(serial[0].result.planner_log)

@@ -34,6 +34,11 @@ def test_integer_at_least_takes_whole_numbers_from_the_minimum():
         ),
         ("skeleton_rounds", ["--runs", "0"], "--runs 0: allowed an integer >= 1"),
         ("planner_vs_fixed", ["x.yaml", "--bin-s", "0"], "--bin-s 0.0: allowed a number"),
+        (
+            "planner_vs_fixed",
+            ["x.yaml", "--workers", "0"],
+            "argument --workers: got '0'; allowed: an integer >= 1",
+        ),
         ("bench", ["--baseline", "no-such-baseline.json"], "no-such-baseline.json: no such file"),
         ("bench", ["--planner", "--baseline", "b.json"], "--planner compares with no baseline"),
     ],
