@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -10,14 +9,12 @@ from typing import Any, ClassVar
 import pytest
 
 from policies.registry import PolicyRegistry, registry
+from simulator.executors import default_workers
 from tests.golden.runs import ROOT
+from tests.script_modules import load_script
 
-_SPEC = importlib.util.spec_from_file_location(
-    "compare_policies", ROOT / "scripts" / "compare_policies.py"
-)
-assert _SPEC is not None and _SPEC.loader is not None
-compare = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(compare)
+# Registered by name, so its functions pickle to the workers of a process pool.
+compare = load_script(ROOT / "scripts" / "compare_policies.py", "compare_policies")
 
 
 @dataclass(frozen=True)
@@ -101,7 +98,7 @@ def test_markers_must_be_present():
 
 @pytest.mark.slow
 def test_policies_readme_comparison_table_is_current():
-    stale = compare.check(jobs=1)
+    stale = compare.check(jobs=default_workers())  # the same table whatever the jobs
     assert stale is None, f"{stale} (then review and commit policies/README.md)"
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from simulator.acceptance import load_acceptance_model
 from simulator.errors import InputError
+from simulator.planner.windows import window_runner
 from simulator.runner import build_requests, run
 from simulator.scenario import load_scenario
 from simulator.validate import validate_file
@@ -108,7 +109,11 @@ def _runs_or_is_refused(path: Path, overrides: list[str]) -> bool:
     except InputError as exc:
         assert all(issue.file == str(path) for issue in exc.issues), exc
         return False
-    result = run(scenario)
+    windows = window_runner("local", None, None)  # where `simulate run` sends a planner's windows
+    try:
+        result = run(scenario, windows=windows)
+    finally:
+        windows.close()
     assert len(result.requests) == len(build_requests(scenario))
     return True
 
