@@ -18,9 +18,12 @@ class AdmissionPolicy(Policy, Protocol):
         predicts_ttft: The engine fills the TTFT prediction of
             ``AdmissionQuery`` (and keeps the predicted prefill queues it
             needs). Default ``False``.
-        admits_all: The policy admits every request whatever its query
-            says, so the engine admits them without building the query or
-            asking. Default ``False``.
+        admits_all: The policy's ``decide`` admits every request whatever
+            its query says, so the engine admits them without building the
+            query or asking. It holds only where declared in the class whose
+            ``decide`` runs (:func:`policies.base.promised_by_method`): a
+            subclass that overrides ``decide`` is asked unless it declares
+            it again. Default ``False``.
     """
 
     predicts_ttft: ClassVar[bool] = False

@@ -152,10 +152,13 @@ class ArbitrationRule(Policy, Protocol):
         verify_lane: A k controller's queue depth is the verify lane's
             (else the decode lane's). Default ``False``.
         idle_when_empty: With no prompt waiting or being chunked and every
-            decode-lane queue empty, the rule chooses nothing and sets no
-            wake time, so the replica need not ask it (it then only waits
-            for the work announced to it). Default ``False``: the rule is
-            asked whatever the lanes hold.
+            decode-lane queue empty, the rule's ``choose`` chooses nothing
+            and sets no wake time, so the replica need not ask it (it then
+            only waits for the work announced to it). It holds only where
+            declared in the class whose ``choose`` runs
+            (:func:`policies.base.promised_by_method`): a subclass that
+            overrides ``choose`` is asked unless it declares it again.
+            Default ``False``: the rule is asked whatever the lanes hold.
     """
 
     splits_rounds: ClassVar[bool] = False

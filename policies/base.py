@@ -63,3 +63,16 @@ def fill_capabilities(cls: type[Any], defaults: Mapping[str, Any]) -> None:
     for attr, default in defaults.items():
         if not hasattr(cls, attr):
             setattr(cls, attr, default)
+
+
+def promised_by_method(cls: type[Any], capability: str, method: str) -> bool:
+    """Whether ``cls`` promises ``capability`` of the ``method`` it runs.
+
+    A capability that promises what a method does (``idle_when_empty`` of
+    ``choose``, ``admits_all`` of ``decide``) holds only when it is declared
+    true in the body of the class whose ``method`` runs: a subclass that
+    overrides the method, without declaring the capability again, is asked
+    as any policy is, whatever its base promised.
+    """
+    owner = next((klass for klass in cls.__mro__ if method in vars(klass)), None)
+    return owner is not None and vars(owner).get(capability) is True

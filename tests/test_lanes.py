@@ -21,6 +21,7 @@ import yaml
 
 from policies import policy_enums, registry
 from policies.arbitration import PdvHybridParams, UnifiedWorker
+from policies.base import promised_by_method
 from simulator import load_scenario, run
 from simulator.engine.core import Engine
 from simulator.engine.gpu_share import COMPUTE, HOST, MEMORY, SharedGpu
@@ -583,7 +584,11 @@ def test_rules_idle_when_empty_choose_nothing_on_empty_lanes(tmp_path, mode):
     does not ask it); the lane rules do not declare it.
     """
     family = registry("arbitration")
-    declaring = [name for name in family.names() if family.get(name).idle_when_empty]
+    declaring = [
+        name
+        for name in family.names()
+        if promised_by_method(family.get(name), "idle_when_empty", "choose")
+    ]
     assert sorted(declaring) == ["chunked_prefill", "prefill_first"]
     for name in declaring:
         folder = tmp_path / name
@@ -604,7 +609,7 @@ def test_rules_idle_when_empty_choose_nothing_on_empty_lanes(tmp_path, mode):
         assert type(replica.arbiter) is family.get(name)
         assert replica.arbiter.choose(replica) == (None, math.inf)
     for name in ARCHITECTURES:
-        assert family.get(name).idle_when_empty is False
+        assert not promised_by_method(family.get(name), "idle_when_empty", "choose")
 
 
 def test_every_replica_builds_its_own_rule(tmp_path):

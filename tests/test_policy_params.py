@@ -8,7 +8,9 @@ import textwrap
 
 import pytest
 
-from policies.base import Policy, capability_defaults
+from policies.admission import AdmitAll, MaxInFlight
+from policies.arbitration import Baseline, PrefillFirst
+from policies.base import Policy, capability_defaults, promised_by_method
 from policies.k_control import KController
 from policies.params import DerivedParamsSchema, param, params_schema_of
 from policies.plugins import PluginConsent, PolicyImportError, import_policy, interface_problem
@@ -78,6 +80,36 @@ def test_capabilities_and_their_defaults_per_family():
     }
     assert caps["draft_selection"] == {"random_stream": None}
     assert capability_defaults(KController) == caps["k_control"]
+
+
+def test_a_method_capability_holds_only_in_the_class_whose_method_runs():
+    """idle_when_empty and admits_all promise what choose and decide do: an override is asked."""
+
+    class Asks(PrefillFirst):
+        name = "asks"
+
+        def choose(self, lanes):
+            return None, 1.0
+
+    class Inherits(PrefillFirst):
+        name = "inherits"
+
+    class Redeclares(PrefillFirst):
+        name = "redeclares"
+        idle_when_empty = True
+
+        def choose(self, lanes):
+            return super().choose(lanes)
+
+    assert promised_by_method(PrefillFirst, "idle_when_empty", "choose")
+    assert promised_by_method(Inherits, "idle_when_empty", "choose")
+    assert not promised_by_method(Asks, "idle_when_empty", "choose")
+    assert Asks.idle_when_empty is True  # inherited, and not honoured
+    assert promised_by_method(Redeclares, "idle_when_empty", "choose")
+    assert not promised_by_method(Baseline, "idle_when_empty", "choose")
+    assert promised_by_method(AdmitAll, "admits_all", "decide")
+    assert not promised_by_method(MaxInFlight, "admits_all", "decide")
+    assert not promised_by_method(object, "admits_all", "decide")
 
 
 def test_schema_derivation_rules():

@@ -25,7 +25,17 @@ PLUGIN_MODULE = textwrap.dedent(
     from dataclasses import dataclass
     from typing import Any, ClassVar, Mapping
 
+    from policies import admission
     from policies.views import AdmissionDecision, AdmissionQuery
+
+
+    class RejectAll(admission.AdmitAll):
+        """Built on admit_all, but its own decide rejects every request: it must be asked."""
+
+        name: ClassVar[str] = "reject_all"
+
+        def decide(self, query: AdmissionQuery) -> AdmissionDecision:
+            return AdmissionDecision(False, "reject_all")
 
 
     @dataclass(frozen=True)
@@ -139,6 +149,14 @@ def test_import_path_policy_decides(tmp_path, plugin_module):
     requests = run(scenario).requests.sort_values("arrival_s")
     assert list(requests["outcome"]) == ["completed"] * 4 + ["rejected"] * 6
     assert set(requests["reason"].iloc[4:]) == {"first_n"}
+
+
+def test_a_subclass_overriding_decide_is_asked_whatever_its_base_promised(tmp_path, plugin_module):
+    """admit_all promises its decide admits all; a subclass with its own decide is asked."""
+    path = _scenario(tmp_path, f"{plugin_module}:RejectAll", {})
+    requests = run(load_scenario(path)).requests
+    assert list(requests["outcome"]) == ["rejected"] * 10
+    assert set(requests["reason"]) == {"reject_all"}
 
 
 def test_import_path_is_not_listed_and_docs_schema_has_builtins_only(plugin_module):

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from policies.base import promised_by_method
 from policies.lanes import FUSED, VERIFY
 from policies.views import (
     AdmissionQuery,
@@ -101,7 +102,7 @@ class Dispatcher:
         """Chooses a prefilled request's decode replica (``None``: a colocated fleet)."""
         self.admission = routing.admission
         self._admission_predicts = routing.admission_predicts
-        self._admits_all = bool(self.admission.admits_all)
+        self._admits_all = promised_by_method(type(self.admission), "admits_all", "decide")
         """Admission admits every request: it is neither asked nor given a query."""
         self._routing_detail = routing.routing_detail
         self._routing_prefix = routing.routing_prefix

@@ -69,6 +69,7 @@ from typing import Any
 import simpy
 
 from policies.arbitration import Work
+from policies.base import promised_by_method
 from policies.lanes import DECODE, FUSED, PREFILL_LANE, PREFILL_PASS, VERIFY, VERIFY_LANE
 from policies.views import QueuedItem
 from simulator.devices.model import Availability
@@ -173,7 +174,7 @@ class TargetReplica:
         self._guard_kv = bool(self.step_lane.reads_kv)
         """Whether verify items carry their KV need and the free KV (``kv_aware_edf``)."""
         self.arbiter = context.new_arbiter()
-        self._idle_when_empty = bool(self.arbiter.idle_when_empty)
+        self._idle_when_empty = promised_by_method(type(self.arbiter), "idle_when_empty", "choose")
         """With every lane empty the rule would choose nothing: :meth:`decide` skips it."""
         self._watch_verify = bool(self.arbiter.verify_lane)
         """The k controller's queue depth is the verify lane's (else the decode lane's)."""
