@@ -34,7 +34,10 @@ class KController(Policy, Protocol):
             ``k_max`` (the same k every round): the engine asks it once, with
             signals holding only those bounds (the other fields at ``k_current``
             = ``speculation.k``, ``nan`` or 0), and reuses the answer, building
-            no signals per round. Default ``False``.
+            no signals per round. It holds only where declared in the class
+            whose ``next_k`` runs (:func:`policies.base.promised_by_method`): a
+            subclass that overrides ``next_k`` is asked every round unless it
+            declares it again. Default ``False``.
     """
 
     signal_window: int = 0

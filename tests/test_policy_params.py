@@ -11,7 +11,7 @@ import pytest
 from policies.admission import AdmitAll, MaxInFlight
 from policies.arbitration import Baseline, PrefillFirst
 from policies.base import Policy, capability_defaults, promised_by_method
-from policies.k_control import KController
+from policies.k_control import KController, StaticK
 from policies.params import DerivedParamsSchema, param, params_schema_of
 from policies.plugins import PluginConsent, PolicyImportError, import_policy, interface_problem
 from policies.registry import families
@@ -107,6 +107,8 @@ def test_a_method_capability_holds_only_in_the_class_whose_method_runs():
     assert Asks.idle_when_empty is True  # inherited, and not honoured
     assert promised_by_method(Redeclares, "idle_when_empty", "choose")
     assert not promised_by_method(Baseline, "idle_when_empty", "choose")
+    assert promised_by_method(StaticK, "fixed_k", "next_k")
+    assert not promised_by_method(KController, "fixed_k", "next_k")
     assert promised_by_method(AdmitAll, "admits_all", "decide")
     assert not promised_by_method(MaxInFlight, "admits_all", "decide")
     assert not promised_by_method(object, "admits_all", "decide")

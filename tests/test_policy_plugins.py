@@ -25,7 +25,7 @@ PLUGIN_MODULE = textwrap.dedent(
     from dataclasses import dataclass
     from typing import Any, ClassVar, Mapping
 
-    from policies import admission
+    from policies import admission, k_control
     from policies.views import AdmissionDecision, AdmissionQuery
 
 
@@ -82,6 +82,20 @@ PLUGIN_MODULE = textwrap.dedent(
 
     class RoundRobinAgain(NotAdmission):
         name: ClassVar[str] = "round_robin"
+
+
+    class Alternating(k_control.StaticK):
+        """Built on static (asked once), but its own next_k alternates 1 and 3: asked every round."""
+
+        name: ClassVar[str] = "alternating"
+
+        def __init__(self, k: int, params: Any = None) -> None:
+            super().__init__(k, params)
+            self.asked = 0
+
+        def next_k(self, signals: Any) -> int:
+            self.asked += 1
+            return 1 if self.asked % 2 else 3
 
 
     @dataclass(frozen=True)
@@ -230,26 +244,33 @@ def test_k_controller_import_path_error_names_the_controller_key(tmp_path, plugi
     assert "lacks next_k(), observe()" in keys["speculation.adaptive_k.controller"].problem
 
 
-def test_k_controller_without_signal_window_runs_with_no_windowed_signals(tmp_path, plugin_module):
-    path = write_scenario(
+def _k_scenario(tmp_path: Path, controller: str) -> Path:
+    """Five fused requests of 40 tokens under the k controller ``controller`` (k from 1 to 4)."""
+    adaptive = {"enabled": True, "k_min": 1, "k_max": 4, "controller": controller}
+    return write_scenario(
         tmp_path,
         mode="fused",
         workload=synthetic(5, 50.0, 100, 40),
-        extra={
-            "speculation.adaptive_k": {
-                "enabled": True,
-                "k_min": 1,
-                "k_max": 4,
-                "controller": f"{plugin_module}:AlwaysTwo",
-            }
-        },
+        extra={"speculation.adaptive_k": adaptive},
     )
-    result = run(load_scenario(path))
+
+
+def test_k_controller_without_signal_window_runs_with_no_windowed_signals(tmp_path, plugin_module):
+    result = run(load_scenario(_k_scenario(tmp_path, f"{plugin_module}:AlwaysTwo")))
     assert (result.requests["outcome"] == "completed").all()
     # k = 2 each round, less only where the output has fewer tokens left.
     per_round = result.requests["drafted_tokens"] / result.requests["verify_rounds"]
     assert per_round.max() == 2.0
     assert (per_round <= 2.0).all()
+
+
+def test_a_subclass_overriding_next_k_is_asked_every_round(tmp_path, plugin_module):
+    """static promises its next_k is fixed; a subclass with its own next_k is asked each round."""
+    requests = run(load_scenario(_k_scenario(tmp_path, f"{plugin_module}:Alternating"))).requests
+    # k alternates 1, 3, 1, ... across the run's rounds: drafts per round lie strictly between.
+    per_round = requests["drafted_tokens"] / requests["verify_rounds"]
+    assert (per_round > 1.0).all()
+    assert (per_round < 3.0).all()
 
 
 # -- entry points (fresh processes: the registries load entry points once per process) -----------

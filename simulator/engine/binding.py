@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from policies.arbitration import ArbitrationRule
+from policies.base import promised_by_method
 from simulator.engine.microbatch import Microbatcher
 from simulator.engine.policy_build import instantiate
 from simulator.rng import RandomStreams
@@ -133,7 +134,8 @@ class PolicyBinder:
         window = int(controller.signal_window)
         windowed = window > 0
         predicts = windowed and bool(controller.predicts_iteration)
-        return KControl(controller, k, window, windowed, predicts, bool(controller.fixed_k))
+        fixed = promised_by_method(type(controller), "fixed_k", "next_k")
+        return KControl(controller, k, window, windowed, predicts, fixed)
 
     def hybrid(self, choice: PolicyChoice | None) -> HybridMode:
         """The hybrid policy ``choice`` (``None``: no hybrid policy)."""
