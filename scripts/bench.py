@@ -57,11 +57,12 @@ default windows (10 s, re-planned when the load moves), in-process on one
 core, by grid, by hill climbing and with the analytic pre-filter (two
 windows per round besides the current configuration's), then the
 pre-filter windowing every round (``replan_drift: 0``), each ``--repeat``
-times; it prints the best wall times, their ratios to the run without it
-(target: at most 2x for the pre-filter with the default windows) and the
-goodput each run realised, and last the pre-filter with its windows where
-``simulate run`` sends them by default (a local process pool, one worker
-per CPU). It is not part of the baseline.
+times, interleaved (each repeat runs every variant once, so the machine's
+speed weighs on all alike); it prints the best wall times, their ratios to
+the run without it (target: at most 2x for the pre-filter with the default
+windows) and the goodput each run realised, and last the pre-filter with its
+windows where ``simulate run`` sends them by default (a local process pool,
+one worker per CPU). It is not part of the baseline.
 
 ``--million`` runs ``none_synthetic_100k`` as a whole ``simulate run``
 process (start-up, run and writing its results) at 100,000 and at
@@ -585,28 +586,37 @@ when the load moved; ``grid`` windows each candidate, ``hill_climb`` three,
 def _bench_planner(repeat: int) -> int:
     """Time ``distributed_rounds`` (400 requests) with the planner off and on, in this process.
 
-    Each variant runs ``repeat`` times; the best wall time counts (as for the
-    other workloads). Prints each variant's wall time, its ratio to the run
-    without a planner and the goodput the run realised (what its decisions
-    were worth; the same in every repeat).
+    Each variant runs ``repeat`` times, interleaved (every repeat runs each
+    variant once, so a change in a shared machine's speed weighs on all of
+    them alike, and on the ratios less); the best wall time counts (as for
+    the other workloads). Prints each variant's wall time, its ratio to the
+    run without a planner and the goodput the run realised (what its
+    decisions were worth; the same in every repeat).
     """
     from simulator import load_scenario, run
     from simulator.planner.windows import window_runner
+    from simulator.runner import Result
 
-    walls: dict[str, float] = {}
     pooled = f"prefilter, local pool x{_cpus()}"
-    for name, overrides in [*PLANNER_VARIANTS.items(), (pooled, PLANNER_VARIANTS["prefilter"])]:
-        scenario = load_scenario(BENCH_SCENARIOS / "distributed_rounds.yaml", overrides=overrides)
-        best = math.inf
-        for _ in range(repeat):
+    variants = [*PLANNER_VARIANTS.items(), (pooled, PLANNER_VARIANTS["prefilter"])]
+    scenarios = {
+        name: load_scenario(BENCH_SCENARIOS / "distributed_rounds.yaml", overrides=overrides)
+        for name, overrides in variants
+    }
+    walls = dict.fromkeys(scenarios, math.inf)
+    results: dict[str, Result] = {}
+    print(f"planner: {len(variants)} variants, {repeat} runs each, interleaved", flush=True)
+    for _ in range(repeat):
+        for name, scenario in scenarios.items():
             # The pooled variant's windows go where `simulate run` sends them by default.
             windows = window_runner("local", None, None) if name == pooled else None
             started = time.perf_counter()
-            result = run(scenario, windows=windows)
-            best = min(best, time.perf_counter() - started)
+            results[name] = run(scenario, windows=windows)
+            walls[name] = min(walls[name], time.perf_counter() - started)
             if windows is not None:
                 windows.close()
-        walls[name] = best
+    for name in scenarios:
+        result = results[name]
         log = result.planner_log
         windows = int(log["est_slo_attainment"].notna().sum()) if len(log) else 0
         rounds = log["time_s"].nunique() if len(log) else 0
