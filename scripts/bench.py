@@ -60,7 +60,9 @@ pre-filter windowing every round (``replan_drift: 0``), each ``--repeat``
 times, interleaved (each repeat runs every variant once, so the machine's
 speed weighs on all alike); it prints the best wall times, their ratios to
 the run without it (target: at most 2x for the pre-filter with the default
-windows) and the goodput each run realised, and last the pre-filter with its
+windows), how much of each the windows took and how much the run they steer
+(with its ratio to the run without a planner), and the goodput each run
+realised, and last the pre-filter with its
 windows where ``simulate run`` sends them by default (a local process pool,
 one worker per CPU). It is not part of the baseline.
 
@@ -590,11 +592,13 @@ def _bench_planner(repeat: int) -> int:
     variant once, so a change in a shared machine's speed weighs on all of
     them alike, and on the ratios less); the best wall time counts (as for
     the other workloads). Prints each variant's wall time, its ratio to the
-    run without a planner and the goodput the run realised (what its
-    decisions were worth; the same in every repeat).
+    run without a planner, how much of that best run its windows took and
+    how much the run they steer (the rest, and its ratio to the run without
+    a planner), and the goodput the run realised (what its decisions were
+    worth; the same in every repeat).
     """
     from simulator import load_scenario, run
-    from simulator.planner.windows import window_runner
+    from simulator.planner.windows import SerialWindows, window_runner
     from simulator.runner import Result
 
     pooled = f"prefilter, local pool x{_cpus()}"
@@ -604,17 +608,21 @@ def _bench_planner(repeat: int) -> int:
         for name, overrides in variants
     }
     walls = dict.fromkeys(scenarios, math.inf)
+    window_walls = dict.fromkeys(scenarios, 0.0)
     results: dict[str, Result] = {}
     print(f"planner: {len(variants)} variants, {repeat} runs each, interleaved", flush=True)
     for _ in range(repeat):
         for name, scenario in scenarios.items():
             # The pooled variant's windows go where `simulate run` sends them by default.
-            windows = window_runner("local", None, None) if name == pooled else None
+            windows = _TimedWindows(
+                window_runner("local", None, None) if name == pooled else SerialWindows()
+            )
             started = time.perf_counter()
             results[name] = run(scenario, windows=windows)
-            walls[name] = min(walls[name], time.perf_counter() - started)
-            if windows is not None:
-                windows.close()
+            wall_s = time.perf_counter() - started
+            windows.close()
+            if wall_s < walls[name]:
+                walls[name], window_walls[name] = wall_s, windows.wall_s
     for name in scenarios:
         result = results[name]
         log = result.planner_log
@@ -625,9 +633,34 @@ def _bench_planner(repeat: int) -> int:
             ratio = walls[name] / walls["off"]
             verdict = "meets" if ratio <= PLANNER_TARGET_RATIO else "misses"
             line += f", {ratio:.1f}x off ({verdict} the {PLANNER_TARGET_RATIO:g}x target)"
+            steered_s = walls[name] - window_walls[name]
+            line += (
+                f", windows {window_walls[name]:.2f} s, the run they steer {steered_s:.2f} s"
+                f" ({steered_s / walls['off']:.1f}x off)"
+            )
         goodput = result.summary["goodput"]["requests_per_gpu_s"]
         print(f"{line}; goodput {goodput:.4f} /GPU-s")
     return 0
+
+
+class _TimedWindows:
+    """A window runner that adds up the wall time its rounds of windows take (``--planner``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.wall_s = 0.0
+
+    def run(self, tasks: Any) -> Any:
+        """Run a round's windows on the wrapped runner, timed."""
+        started = time.perf_counter()
+        try:
+            return self.inner.run(tasks)
+        finally:
+            self.wall_s += time.perf_counter() - started
+
+    def close(self) -> None:
+        """Close the wrapped runner."""
+        self.inner.close()
 
 
 def _bench_sweep() -> int:
