@@ -69,7 +69,8 @@ def promised_by_method(cls: type[Any], capability: str, method: str) -> bool:
     """Whether ``cls`` promises ``capability`` of the ``method`` it runs.
 
     A capability that promises what a method does (``idle_when_empty`` of
-    ``choose``, ``admits_all`` of ``decide``) holds only when it is declared
+    ``choose``, ``admits_all`` of ``decide``, ``fixed_k`` of ``next_k``), so
+    that the engine may skip calling it, holds only when it is declared
     true in the body of the class whose ``method`` runs: a subclass that
     overrides the method, without declaring the capability again, is asked
     as any policy is, whatever its base promised.
