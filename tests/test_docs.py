@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from simulator import load_scenario, run
+from simulator.console import headline_table
 from tests.commands import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,10 @@ def test_readme_story_table_matches_full_runs_of_the_examples():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for name in STORY:
         summary = run(load_scenario(ROOT / "scenarios" / "examples" / f"{name}.yaml")).summary
+        if name == "mobile_cloud_distributed":  # the set-up section's sample of what it prints
+            sample = readme.split("```text\n", 1)[1].split("\n...\n```", 1)[0].splitlines()
+            printed = headline_table(summary).splitlines()
+            assert sample == printed[: len(sample)], (sample, printed)
         lat, good = summary["latency_ms"], summary["goodput"]
         rates = good["slo_pass_rate"]
         tvt = "does not apply" if rates["tvt"] is None else _pct(rates["tvt"])
