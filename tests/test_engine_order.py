@@ -53,6 +53,19 @@ def test_actions_due_at_one_instant_run_at_it_in_the_order_they_were_scheduled()
     assert log == [(due_s, "first"), (due_s, "second")]
 
 
+def test_the_engine_s_reading_of_the_clock_is_simpy_s_now():
+    """The engine reads ``env._now`` (see simulator/engine/clock.py): it must be ``env.now``."""
+    env = simpy.Environment(initial_time=0.25)
+    seen: list[tuple[float, float]] = []
+    for at_s in (0.5, 1.75, 1.75, 3.0):
+        call_at(env, at_s, lambda: seen.append((env._now, env.now)))
+    assert env._now == env.now == 0.25
+    env.run(until=2.0)
+    assert env._now == env.now == 2.0
+    env.run()
+    assert seen == [(0.5, 0.5), (1.75, 1.75), (1.75, 1.75), (3.0, 3.0)]
+
+
 def test_an_action_in_the_past_runs_at_once_in_order():
     env = simpy.Environment()
     log: list[str] = []

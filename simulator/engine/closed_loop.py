@@ -61,7 +61,7 @@ class ClosedLoopDriver:
             return
         req = states[self._next]
         self._next += 1
-        req.arrival_s = self.env.now
+        req.arrival_s = self.env._now
         self._user_of[req.request_id] = user
         self.arrive(req)
 
@@ -71,4 +71,4 @@ class ClosedLoopDriver:
         if user is None:  # not sent by a user (a what-if window's starting request)
             return
         env = self.env
-        call_at(env, env.now + self.loop.think_time.sample(self.rng), partial(self._send, user))
+        call_at(env, env._now + self.loop.think_time.sample(self.rng), partial(self._send, user))

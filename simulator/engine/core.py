@@ -350,7 +350,7 @@ class Engine:
         states = self._states
         count = len(states)
         while self._arrived < count:
-            delay = float(arrival[self._arrived]) - self.env.now
+            delay = float(arrival[self._arrived]) - self.env._now
             if delay > 0:
                 call_after(self.env, delay, self._arrivals)
                 return
@@ -359,7 +359,7 @@ class Engine:
     def _arrive(self, req: RequestState) -> None:
         self._arrived += 1
         if self.progress is not None and self._arrived % PROGRESS_EVERY == 0:
-            self.progress(self._arrived, self.flow.completed, len(self.requests), self.env.now)
+            self.progress(self._arrived, self.flow.completed, len(self.requests), self.env._now)
         self.dispatcher.arrive(req)
 
     def start(self) -> None:
@@ -400,7 +400,7 @@ class Engine:
 
     def output(self) -> EngineOutput:
         """The flat results of the run so far (stopped at the current time)."""
-        return self._output(self.env.now)
+        return self._output(self.env._now)
 
     def run(self, until_s: float | None = None) -> EngineOutput:
         """Run to completion (or ``until_s``) and return the flat results."""
@@ -409,7 +409,7 @@ class Engine:
         self.env.run(until=stop)  # None: until no event is left
         self.fleet.settle_at_cut()
         # A run to completion ends with its last request, not the sampler's last tick.
-        end_s = self.env.now if stop is not None else self.flow.last_outcome_s
+        end_s = self.env._now if stop is not None else self.flow.last_outcome_s
         return self._output(end_s, final=True, ran_out=stop is None)
 
     def _output(self, end_s: float, final: bool = False, ran_out: bool = False) -> EngineOutput:
@@ -420,7 +420,7 @@ class Engine:
         ``ran_out``: no event was left (unfinished requests: it stalled, ending at its last event).
         """
         in_flight_now = self.snapshot()
-        now = self.env.now if ran_out and in_flight_now else end_s
+        now = self.env._now if ran_out and in_flight_now else end_s
         not_arrived = len(self._states) - self._arrived
         # Requests still due after the cut never arrived: they are not reported.
         if final:
@@ -467,7 +467,7 @@ class Engine:
                 held_s=self.fleet.held_s_by_pool(now) if self.planner is not None else {},
             ),
             not_arrived=not_arrived,
-            stalled_at_s=self.env.now if ran_out and in_flight_now else None,
+            stalled_at_s=self.env._now if ran_out and in_flight_now else None,
             replica_spans_s=self.fleet.spans_s(now) if self.planner is not None else (),
             planner_rounds=self.planner.rounds() if self.planner is not None else (),
             prefix_cache=cache_output([r.kv_rule.cache for r in replicas], replicas[0].context),

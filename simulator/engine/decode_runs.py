@@ -88,7 +88,7 @@ class DecodeRuns:
     def start(self, batch: list[RequestState]) -> None:
         """Plain decode iterations; a run of them with an unchanged batch in one event."""
         replica = self.replica
-        start = replica.env.now
+        start = replica.env._now
         cost = replica.costs.step[DECODE]
         assert cost is not None
         per_token = replica.kv_mb_per_token[DECODE]
@@ -171,7 +171,7 @@ class DecodeRuns:
         """End the decode run at its next iteration boundary (work is waiting)."""
         run = self.run
         assert run is not None
-        done = min(run.planned, bisect_left(run.boundaries_s, self.replica.env.now) + 1)
+        done = min(run.planned, bisect_left(run.boundaries_s, self.replica.env._now) + 1)
         if done < run.planned:
             run.planned = done
             self._schedule_end(run)
@@ -187,7 +187,7 @@ class DecodeRuns:
         run = self.run
         if run is None:
             return
-        done = bisect_left(run.boundaries_s, self.replica.env.now)
+        done = bisect_left(run.boundaries_s, self.replica.env._now)
         if done == 0:
             return
         self.run = None
@@ -214,7 +214,7 @@ class DecodeRuns:
         if not self.kv.grows or done < 1:
             return
         per_token_mb = self.replica.kv_mb_per_token[DECODE] * len(run.batch)
-        now = self.replica.env.now
+        now = self.replica.env._now
         held_s = sum(now - end_s for end_s in run.boundaries_s[:done])
         if held_s > 0:
             self.kv.pool.add_area(per_token_mb * held_s)
@@ -240,7 +240,7 @@ class DecodeRuns:
         context = replica.context
         if context.tracing:
             context.tracer.event(
-                replica.env.now, "decode", f"replica {replica.index}", f"n={n} iterations={done}"
+                replica.env._now, "decode", f"replica {replica.index}", f"n={n} iterations={done}"
             )
             context.tracer.span(
                 Span(
@@ -262,7 +262,7 @@ class DecodeRuns:
         replica = self.replica
         per_token = replica.kv_mb_per_token[DECODE]
         grow = self.kv.grows
-        now = replica.env.now
+        now = replica.env._now
         replica.tokens_out += done * len(batch)
         for req in batch:
             req.generated += done

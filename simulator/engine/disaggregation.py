@@ -80,7 +80,7 @@ class Disaggregation:
         self.clients = dispatcher.clients
         self.prefill = [r for r in replicas if r.serves == PREFILL]
         self.decode = [r for r in replicas if r.serves == DECODE]
-        now = flow.env.now
+        now = flow.env._now
         self.transfers = KvTransfers(
             self._now,
             flow.at,
@@ -120,7 +120,7 @@ class Disaggregation:
 
     def _now(self) -> float:
         """The clock (a method, not a closure: a forked run's copy reads its own)."""
-        return self.flow.env.now
+        return self.flow.env._now
 
     def _decode_ready(self, replica: TargetReplica) -> None:
         """A decode replica unavailable at the start takes KV from now on."""

@@ -122,7 +122,7 @@ class Dispatcher:
     def arrive(self, req: RequestState) -> None:
         """A request arrived: it waits for admission behind the ones already waiting."""
         self.tracer.event(
-            self.env.now,
+            self.env._now,
             "arrival",
             f"request {req.request_id}",
             f"prompt={req.prompt_tokens} output={req.output_tokens}",
@@ -145,7 +145,7 @@ class Dispatcher:
 
     def _admission_query(self, req: RequestState) -> AdmissionQuery:
         """What the admission policy sees of the request now (predictions only when it reads them)."""
-        now = self.env.now
+        now = self.env._now
         slo = self.requests.slo_of(req.slo_class)
         query = AdmissionQuery(
             now,
@@ -213,7 +213,7 @@ class Dispatcher:
                     if not req.deferred:
                         req.deferred = True
                         self.tracer.event(
-                            self.env.now, "defer", f"request {req.request_id}", decision.reason
+                            self.env._now, "defer", f"request {req.request_id}", decision.reason
                         )
                     if decision.retry_at_s is not None:
                         self._retry_admission_at(decision.retry_at_s)
@@ -228,7 +228,7 @@ class Dispatcher:
 
     def _retry_admission_at(self, at_s: float) -> None:
         """Ask the admission policy again at ``at_s`` (a time not after now is ignored)."""
-        if self.env.now < at_s < self._retry_due_s:
+        if self.env._now < at_s < self._retry_due_s:
             self._retry_due_s = at_s
             call_at(self.env, at_s, partial(self._on_retry_time, at_s))
 
@@ -257,7 +257,7 @@ class Dispatcher:
             req.replica = replica.index
             replica.outstanding += 1
         self.tracer.event(
-            self.env.now,
+            self.env._now,
             "admit",
             f"request {req.request_id}",
             f"replica {replica.index} mode {req.mode}",
@@ -341,7 +341,7 @@ class Dispatcher:
         """Replicas linked to the request's origin, those available now when any are."""
         candidates = self.linked_replicas(req)
         if not self.fleet.always_available:
-            now = self.env.now
+            now = self.env._now
             available = [r for r in candidates if r.available(now)]
             return available or candidates
         return candidates
@@ -506,7 +506,7 @@ class Dispatcher:
         assert selector is not None
         chosen = slots[int(selector.choose(query))]
         self.tracer.event(
-            self.env.now,
+            self.env._now,
             "draft_model",
             f"request {req.request_id}",
             pool.models[chosen].name,

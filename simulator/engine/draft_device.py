@@ -164,7 +164,7 @@ class DraftDevice:
 
     def next_round(self, req: RequestState) -> None:
         """Draft the request's next round (its verified result, or first token, is here)."""
-        now = req.ready_s = self.env.now
+        now = req.ready_s = self.env._now
         self.context.speculation.choose_k(req)
         if req.k == 0:
             # Nothing to draft: the device sends an empty bundle at once and
@@ -226,7 +226,7 @@ class DraftDevice:
         if self.max_concurrent == 1:
             self._try_start()
         else:
-            self._wake_at(max(self.env.now, self._busy_until))
+            self._wake_at(max(self.env._now, self._busy_until))
 
     def _wake_at(self, time_s: float) -> None:
         """Decide what to run at ``time_s`` (one decision per distinct instant)."""
@@ -240,7 +240,7 @@ class DraftDevice:
         self._try_start()
 
     def _try_start(self) -> None:
-        now = self.env.now
+        now = self.env._now
         if now < self._busy_until:
             self._wake_at(self._busy_until)
             return

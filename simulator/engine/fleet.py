@@ -120,7 +120,7 @@ class Fleet:
         """
         context = self._context()
         env = context.env
-        now = env.now
+        now = env._now
         plan = self._plans[pool]
         mine = [r for r in self.replicas if r.pool == pool]
         active = [r for r in mine if r.state in (SERVING, LOADING)]
@@ -187,7 +187,7 @@ class Fleet:
             if replica.role != role:
                 replica.role = role
                 context.tracer.event(
-                    context.env.now, "replica_role", f"replica {replica.index}", role
+                    context.env._now, "replica_role", f"replica {replica.index}", role
                 )
         self.split = True
 
@@ -214,7 +214,7 @@ class Fleet:
                 self.serving.append(replica)
                 self.serving.sort(key=_replica_index)
             context = self._context()
-            context.tracer.event(context.env.now, "replica_ready", f"replica {replica.index}", "")
+            context.tracer.event(context.env._now, "replica_ready", f"replica {replica.index}", "")
             self._changed()
 
     def _changed(self) -> None:
@@ -228,7 +228,7 @@ class Fleet:
             self.serving.remove(replica)
         replica.state = DRAINING
         context = self._context()
-        context.tracer.event(context.env.now, "replica_draining", f"replica {replica.index}", "")
+        context.tracer.event(context.env._now, "replica_draining", f"replica {replica.index}", "")
         if not replica.outstanding and not replica.holders:
             self._retire(replica)
 
@@ -242,8 +242,8 @@ class Fleet:
         """A drained replica has no request left: it releases its GPUs."""
         replica.state = RETIRED
         context = self._context()
-        self._spans[replica.index][1] = context.env.now
-        context.tracer.event(context.env.now, "replica_retired", f"replica {replica.index}", "")
+        self._spans[replica.index][1] = context.env._now
+        context.tracer.event(context.env._now, "replica_retired", f"replica {replica.index}", "")
 
     def retire_drained(self) -> None:
         """Retire every drained replica left without requests.
@@ -266,7 +266,7 @@ class Fleet:
         The pool's active replicas first (``-inf``: serving; a loading one:
         when it is ready), then new ones: after ``load_s``.
         """
-        now = self._context().env.now
+        now = self._context().env._now
         out: dict[str, list[float]] = {}
         for pool, count in counts.items():
             ready = [r.ready_s for r in self.active_replicas(pool)][:count]

@@ -88,7 +88,7 @@ class RequestFlow:
     # -- transfers -------------------------------------------------------------
     def at(self, time_s: float, action: Callable[[], None]) -> None:
         """Deliver ``action`` at ``time_s``: right away when that is now."""
-        if time_s <= self.env.now:
+        if time_s <= self.env._now:
             action()
         else:
             call_at(self.env, time_s, action)
@@ -134,7 +134,7 @@ class RequestFlow:
 
     def send_prompt(self, req: RequestState, replica: TargetReplica, kind: str) -> None:
         """Upload the admitted request's prompt; its replica queues it for prefill on arrival."""
-        now = self.env.now
+        now = self.env._now
         arrive_s = self.upload(req, req.prompt_tokens * self.payload.bytes_per_prompt_token, now)
         if self.tracing:
             self.trace_transfer(req, "prompt", True, now, arrive_s, req.prompt_tokens)
@@ -178,7 +178,7 @@ class RequestFlow:
 
     def first_token_out(self, req: RequestState, replica: TargetReplica, kind: str) -> None:
         """The request's first token leaves ``replica``; it goes on decoding there (or ends)."""
-        now = self.env.now
+        now = self.env._now
         req.first_token_server_s = now
         req.tpot_origin_s = now
         arrive_s = self.download(req, self.payload.bytes_per_result_token, now)
@@ -198,14 +198,14 @@ class RequestFlow:
         self.at(arrive_s, partial(self._only_token_arrives, req, replica))
 
     def _first_token_reaches_device(self, req: RequestState, drafter: Drafter) -> None:
-        req.first_token_s = self.env.now
+        req.first_token_s = self.env._now
         drafter.on_first_token(req)
 
     def _first_token_arrives(self, req: RequestState) -> None:
-        req.first_token_s = self.env.now
+        req.first_token_s = self.env._now
 
     def _only_token_arrives(self, req: RequestState, replica: TargetReplica) -> None:
-        req.first_token_s = self.env.now
+        req.first_token_s = self.env._now
         self.complete(req, replica)
 
     def on_finished_server(self, req: RequestState, now_s: float) -> None:
@@ -226,7 +226,7 @@ class RequestFlow:
 
     def complete(self, req: RequestState, replica: TargetReplica) -> None:
         """The request's last token reached its client: it ends, completed."""
-        now = self.env.now
+        now = self.env._now
         if math.isnan(req.first_token_s):
             req.first_token_s = now
         req.finish_s = max(now, req.first_token_s)
@@ -261,14 +261,14 @@ class RequestFlow:
             req.finish_server_s = now_s
             if self.on_kv_freed is not None:
                 self.on_kv_freed()  # its replica released its KV
-        if arrive_s <= self.env.now:
+        if arrive_s <= self.env._now:
             self._result_arrives(req)
         else:
             call_at(self.env, arrive_s, partial(self._result_arrives, req))
 
     def _result_arrives(self, req: RequestState) -> None:
         """A round's verified tokens reached the client: record its TVT, go on or finish."""
-        tvt = self.env.now - req.round_sent_s
+        tvt = self.env._now - req.round_sent_s
         if not tvt <= req.tvt_max_s:  # also when no round was timed yet (nan)
             req.tvt_max_s = tvt
         drafter = req.drafter
@@ -308,10 +308,10 @@ class RequestFlow:
         """A replica cannot ever serve the request (e.g. its KV exceeds the capacity)."""
         req.outcome = "rejected"
         req.reason = reason
-        self.last_outcome_s = max(self.last_outcome_s, self.env.now)
+        self.last_outcome_s = max(self.last_outcome_s, self.env._now)
         self.outstanding -= 1
         self.fleet.request_ended(self.replicas[req.replica])
-        self.tracer.event(self.env.now, "reject", f"request {req.request_id}", reason)
+        self.tracer.event(self.env._now, "reject", f"request {req.request_id}", reason)
         if self.predicts_ttft:
             self.prefill_done(req)
         if req.drafter is not None:
@@ -322,7 +322,7 @@ class RequestFlow:
 
     def reject_at_admission(self, req: RequestState, reason: str) -> None:
         """The admission policy turned the request away: it ends here."""
-        now = self.env.now
+        now = self.env._now
         req.outcome = "rejected"
         req.reason = reason
         self.last_outcome_s = max(self.last_outcome_s, now)

@@ -142,7 +142,7 @@ class SharedGpu:
 
     def _advance(self) -> None:
         """Bring every running segment's remaining work up to now."""
-        now = self.env.now
+        now = self.env._now
         elapsed = now - self._last_s
         if elapsed > 0 and self._running:
             self.busy_s += elapsed
@@ -205,7 +205,7 @@ class SharedGpu:
                 if at <= end_s * (1 + 1e-12)
             ]
             generation = self._generation
-            call_at(self.env, self.env.now + end_s, partial(self._on_end, generation), DECISION)
+            call_at(self.env, self.env._now + end_s, partial(self._on_end, generation), DECISION)
         for run in finished:
             run.done()
 

@@ -98,12 +98,12 @@ class HandoverStart:
         kind = LANE_OF_MODE[item.mode]
         handing = item.kv_from >= 0 or math.isfinite(item.kv_arrive_s)
         if not handing:
-            past_first_token(req, self.flow.env.now)
+            past_first_token(req, self.flow.env._now)
         decode = self._replica(item.replica, DECODE, req)
         if item.generated >= item.output_tokens:
             replica = decode or self._first_decode(req)
             self._admit(req, item, replica)
-            req.finish_server_s = self.flow.env.now
+            req.finish_server_s = self.flow.env._now
             call_after(self.flow.env, 0.0, partial(self.flow.complete, req, replica))
             return
         prefill = self._replica(item.kv_from, PREFILL, req) if item.kv_from >= 0 else None
@@ -149,7 +149,7 @@ class HandoverStart:
         candidates = self.dispatcher.candidate_replicas(req)
         replica = min(candidates, key=lambda r: (r.outstanding, r.index))
         self._admit(req, item, replica)
-        now = self.flow.env.now
+        now = self.flow.env._now
         self.dispatcher.tracer.event(
             now, "migrate", f"request {req.request_id}", f"replica {replica.index}"
         )

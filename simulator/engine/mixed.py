@@ -181,7 +181,7 @@ class MixedIterations:
         """One iteration of decode-lane work (if any) with prefill chunks riding on it."""
         replica = self.replica
         kv = self.kv
-        now = replica.env.now
+        now = replica.env._now
         starting = [(req, kind) for req, kind, _tokens in chunks if req.prefilled == 0]
         if starting:
             new = {id(req) for req, _kind in starting}

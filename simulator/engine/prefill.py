@@ -83,7 +83,7 @@ class PrefillLane:
                 break
         if not eligible:
             return [], INF  # the head waits for running requests to free KV
-        now = replica.env.now
+        now = replica.env._now
         if self.policy.orders_by_arrival:
             tokens = (
                 [queue[i][0].context for i in eligible]
@@ -169,7 +169,7 @@ class PrefillLane:
     def start(self, batch: list[tuple[RequestState, str]]) -> None:
         """One whole-prompt prefill iteration over ``batch``."""
         replica = self.replica
-        now = replica.env.now
+        now = replica.env._now
         kind = batch[0][1]
         cost = replica.costs.prefill[kind]
         assert cost is not None

@@ -253,7 +253,7 @@ class ReplicaKv:
         blocks = min(len(ids), req.prompt_tokens // cache.block_tokens)
         if blocks <= len(held):
             return
-        now = self.replica.env.now
+        now = self.replica.env._now
         block_mb = self._block_mb(kind)
         added, new, revived = cache.insert(
             FUSED if kind == FUSED else VERIFY, ids, held, blocks, block_mb, now
@@ -301,13 +301,13 @@ class ReplicaKv:
     def release(self, req: RequestState) -> None:
         """Free a request's KV (at completion or eviction)."""
         if req.kv_mb > 0:
-            self.pool.free(req.kv_mb, self.replica.env.now)
+            self.pool.free(req.kv_mb, self.replica.env._now)
             req.kv_mb = 0.0
         if self.cache is not None:
             blocks = self._held.pop(req.request_id, None)
             self._cached_tokens.pop(req.request_id, None)
             if blocks:
-                now = self.replica.env.now
+                now = self.replica.env._now
                 self.pool.free(self.cache.unpin(blocks, now), now)
         holders = self.replica.holders
         if req in holders:
@@ -428,7 +428,7 @@ class ReplicaKv:
             victim.preemptions += 1
             self.parked.add(victim.request_id)
             replica.context.tracer.event(
-                replica.env.now,
+                replica.env._now,
                 "preempt",
                 f"request {victim.request_id}",
                 f"replica {replica.index}",
@@ -445,7 +445,7 @@ class ReplicaKv:
         victim.preemptions += 1
         replica.prefill_q.insert(0, (victim, kind, victim.arrival_s))
         replica.context.tracer.event(
-            replica.env.now, "preempt", f"request {victim.request_id}", f"replica {replica.index}"
+            replica.env._now, "preempt", f"request {victim.request_id}", f"replica {replica.index}"
         )
 
     def recompute_parked(self, req: RequestState, kind: str) -> None:
@@ -500,11 +500,11 @@ class ReplicaKv:
             replica.lifecycle.spill_to_fused(req)
             replica.prefill_q.insert(0, (req, FUSED, req.arrival_s))
             replica.context.tracer.event(
-                replica.env.now,
+                replica.env._now,
                 "spill_fused",
                 f"request {req.request_id}",
                 f"replica {replica.index}",
             )
         if not batch and not moved:
             batch = stay[: replica.step_lane.limits.max_batch]
-        return batch, replica.env.now if not batch else INF
+        return batch, replica.env._now if not batch else INF

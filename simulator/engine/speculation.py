@@ -84,7 +84,7 @@ class Speculation:
         self._fixed_k: int | None = None
         """The controller's k when it reads only the bounds (``fixed_k``), asked once."""
         if control.fixed:
-            bounds = KSignals(self.env.now, control.k, self.k_min, self.k_max, math.nan, 0, 0)
+            bounds = KSignals(self.env._now, control.k, self.k_min, self.k_max, math.nan, 0, 0)
             self._fixed_k = int(self.controller.next_k(bounds))
 
     def acceptance_for(self, req: RequestState, curve: AcceptanceModel) -> AcceptanceModel:
@@ -115,7 +115,7 @@ class Speculation:
 
     def _next_k(self, req: RequestState, target: TargetReplica) -> int:
         """The controller's answer to the request's signals now."""
-        now = self.env.now
+        now = self.env._now
         k_current = req.k if req.rounds else self.k_default
         acceptance_rate = req.accepted / req.drafted if req.drafted else math.nan
         queue_len = target.waiting(LANE_OF_MODE[req.mode])
@@ -193,7 +193,9 @@ class Speculation:
             assert window is not None
             window.add_round(accepted, req.k)
             self.controller.observe(
-                RoundOutcome(self.env.now, req.replica, req.k, accepted, gained, window.last_step_s)
+                RoundOutcome(
+                    self.env._now, req.replica, req.k, accepted, gained, window.last_step_s
+                )
             )
             if req.k:  # a k = 0 round says nothing about acceptance
                 rate = accepted / req.k

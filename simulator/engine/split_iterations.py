@@ -102,7 +102,7 @@ class SplitIterations:
             QueuedItem(r.request_id, r.ready_s, next_token_due_s(r), r.context, r.k + 1)
             for r in queue
         ]
-        choice = self.replica.continuous_lane.select(items, self.replica.env.now)
+        choice = self.replica.continuous_lane.select(items, self.replica.env._now)
         return [queue[i] for i in choice.take]
 
     # -- running them -----------------------------------------------------------
@@ -117,7 +117,7 @@ class SplitIterations:
         replica = self.replica
         split = self.split
         assert split is not None
-        now = replica.env.now
+        now = replica.env._now
         if kind in (ROUND, VERIFY_PASS) and self.kv.grows:
             batch = self.kv.room_for_rounds(batch, FUSED)
             if not batch:
@@ -154,7 +154,7 @@ class SplitIterations:
         replica = self.replica
         split = self.split
         assert split is not None
-        now = replica.env.now
+        now = replica.env._now
         split.active[LANE_OF_PASS[kind]] -= 1
         reqs = [item[0] for item in batch] if kind == PREFILL_PASS else batch
         replica.account_split(split.gpu.time, energy_j, reqs)

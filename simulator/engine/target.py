@@ -226,7 +226,7 @@ class TargetReplica:
     # -- entry points ------------------------------------------------------
     def enqueue_prefill(self, req: RequestState, kind: str) -> None:
         """A prompt has arrived: queue it for prefill (``kind``: its decode-lane work)."""
-        now = self.env.now
+        now = self.env._now
         self.prefill_q.append((req, kind, now))
         self.context.tracer.event(
             now, "prefill_queued", f"request {req.request_id}", f"replica {self.index}"
@@ -264,7 +264,7 @@ class TargetReplica:
         A later ``ready_s`` announces work still on its way (a bundle crossing
         the network): it joins the lane at that time.
         """
-        now = self.env.now
+        now = self.env._now
         if ready_s is not None and ready_s > now:
             req.ready_s = ready_s
             heappush(self._incoming, (ready_s, self._incoming_seq, kind, req))
@@ -293,7 +293,7 @@ class TargetReplica:
         not the prefill's reserve of one token more).
         """
         need = self.kv_rule.held_mb(req, kind)
-        self.kv.allocate(need, self.env.now)
+        self.kv.allocate(need, self.env._now)
         req.kv_mb = need
         req.kv_peak_mb = need
         self.holders.append(req)
@@ -305,7 +305,7 @@ class TargetReplica:
     def take_over(self, req: RequestState, kind: str) -> None:
         """Reserve the KV of a request a prefill replica hands over (see ``kv_transfer``)."""
         need = self.kv_rule.held_mb(req, kind)
-        self.kv.allocate(need, self.env.now)
+        self.kv.allocate(need, self.env._now)
         req.kv_mb = need
         req.kv_peak_mb = need
         self.holders.append(req)
@@ -318,7 +318,7 @@ class TargetReplica:
         controller watches.
         """
         if self._incoming:
-            self._take_arrived(self.env.now)
+            self._take_arrived(self.env._now)
         if self._watch_verify and kind == FUSED:
             return len(self.verify_q)
         return len(self.decode_q[kind])
@@ -331,7 +331,7 @@ class TargetReplica:
         waiting in the decode lane.
         """
         if self._incoming:
-            self._take_arrived(self.env.now)
+            self._take_arrived(self.env._now)
         return (
             len(self.prefill_q),
             len(self.decode_q[DECODE]),
@@ -356,7 +356,7 @@ class TargetReplica:
         """Release a request that ended outside an iteration; an idle replica may admit another."""
         self.kv_rule.release(req)
         if not self.busy and self.prefill_q:
-            self._decide_at(self.env.now)
+            self._decide_at(self.env._now)
 
     def prefill_time_s(self, kind: str, mean_context: float, n: int) -> float:
         """LUT time of a prefill batch of ``n`` prompts of ``mean_context`` tokens (unthrottled)."""
@@ -376,7 +376,7 @@ class TargetReplica:
         if self.decode_runs.run is not None:
             self.decode_runs.cut()
         if not self.busy:
-            self._decide_at(self.env.now)
+            self._decide_at(self.env._now)
 
     def set_signal_window(self, size: int) -> None:
         """Keep the last ``size`` iterations and rounds for the k controller (0: none)."""
@@ -424,7 +424,7 @@ class TargetReplica:
         """
         split = self.split
         while not self.busy and (split is None or split.can_start()):
-            now = self.env.now
+            now = self.env._now
             if not self.always_available and not self.available(now):
                 assert self.availability is not None
                 self._decide_at(self.availability.next_available_s(now))
@@ -531,7 +531,7 @@ class TargetReplica:
         window.add_iteration(latency_s)
         if kind != DECODE:
             window.last_step_s = latency_s
-            start_s = self.env.now - latency_s
+            start_s = self.env._now - latency_s
             window.add_waits([start_s - req.ready_s for req in batch])
 
     # -- what the lanes offer (see policies.arbitration.ReplicaLanes) --------
@@ -572,7 +572,7 @@ class TargetReplica:
             # Its policy would take it (it is queued at or before now); one item
             # always fits a token budget.
             return (kind, [queue[0]]), INF
-        now = self.env.now
+        now = self.env._now
         if lane.orders_by_arrival and not (kind == VERIFY and self._guard_kv):
             # The policy reads only when each item was queued and its new tokens.
             tokens: list[int] | tuple[()] = ()

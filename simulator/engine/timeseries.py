@@ -93,18 +93,18 @@ class TimeseriesSampler:
     # (no event for more than three intervals) sample only its first and last.
     def _wait(self) -> None:
         env = self.env
-        if env.now + self.interval_s <= env.now:
+        if env._now + self.interval_s <= env._now:
             # Past about 2**53 intervals the clock no longer resolves one: stop.
             return
         call_after(env, self.interval_s, self._tick, observer=True)
 
     def _tick(self) -> None:
         env = self.env
-        self._sample(env.now)
+        self._sample(env._now)
         next_s = env.peek()
         if next_s == math.inf:
             return
-        ahead = (next_s - env.now) / self.interval_s
+        ahead = (next_s - env._now) / self.interval_s
         if ahead > 3:
             # A quiet stretch: no event before ``next_s``, so its samples are equal
             # but for the time. Only its first and last are written.
@@ -116,14 +116,14 @@ class TimeseriesSampler:
 
     def _quiet_first(self, next_s: float, ahead: float) -> None:
         env = self.env
-        self._sample(env.now)
+        self._sample(env._now)
         if not math.isfinite(ahead):
-            call_after(env, next_s - env.now, self._wait, observer=True)
+            call_after(env, next_s - env._now, self._wait, observer=True)
             return
         call_after(env, (math.ceil(ahead) - 2) * self.interval_s, self._quiet_last, observer=True)
 
     def _quiet_last(self) -> None:
-        self._sample(self.env.now)
+        self._sample(self.env._now)
         self._wait()
 
     def _sample(self, now_s: float) -> None:

@@ -53,7 +53,7 @@ class VerifyRounds:
     def start(self, batch: list[RequestState], kind: str) -> None:
         """One verify (distributed) or fused draft+verify iteration."""
         replica = self.replica
-        now = replica.env.now
+        now = replica.env._now
         costs = replica.costs
         cost = costs.step[kind]
         assert cost is not None
@@ -121,7 +121,7 @@ class VerifyRounds:
         replica = self.replica
         lifecycle = replica.lifecycle
         speculation = replica.speculation
-        now = replica.env.now
+        now = replica.env._now
         per_token = replica.kv_mb_per_token[kind]
         grow = self.kv.grows
         release = self.kv.release

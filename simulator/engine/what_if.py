@@ -171,7 +171,7 @@ def place_in_flight(
     handovers = (
         HandoverStart(disaggregation, dispatcher, flow) if disaggregation is not None else None
     )
-    now = env.now
+    now = env._now
     replicas = fleet.replicas
     states: list[RequestState] = []
     for item in items:
