@@ -11,6 +11,7 @@ the project uses the global ``random`` or ``numpy.random`` state.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -109,32 +110,30 @@ class BufferedDraws:
     only on the generator's seed (each kind has its own block).
     """
 
-    __slots__ = ("_block", "_normal", "_normal_at", "_rng", "_uniform", "_uniform_at")
+    __slots__ = ("_block", "_normal", "_rng", "_uniform")
 
     def __init__(self, rng: np.random.Generator, block: int = 4096) -> None:
         if block < 1:
             raise ValueError(f"block must be >= 1, got {block}")
         self._rng = rng
         self._block = block
-        self._uniform: list[float] = []
-        self._uniform_at = 0
-        self._normal: list[float] = []
-        self._normal_at = 0
+        # Iterators over the current blocks: one next() a draw (an index kept
+        # beside the block cost a length check and two attribute writes).
+        self._uniform: Iterator[float] = iter(())
+        self._normal: Iterator[float] = iter(())
 
     def random(self) -> float:
         """Return the next uniform draw in [0, 1)."""
-        if self._uniform_at == len(self._uniform):
-            self._uniform = self._rng.random(self._block).tolist()
-            self._uniform_at = 0
-        value = self._uniform[self._uniform_at]
-        self._uniform_at += 1
+        value = next(self._uniform, None)
+        if value is None:
+            self._uniform = iter(self._rng.random(self._block).tolist())
+            value = next(self._uniform)
         return value
 
     def standard_normal(self) -> float:
         """Return the next standard normal draw."""
-        if self._normal_at == len(self._normal):
-            self._normal = self._rng.standard_normal(self._block).tolist()
-            self._normal_at = 0
-        value = self._normal[self._normal_at]
-        self._normal_at += 1
+        value = next(self._normal, None)
+        if value is None:
+            self._normal = iter(self._rng.standard_normal(self._block).tolist())
+            value = next(self._normal)
         return value

@@ -51,7 +51,19 @@ class ContextCurve:
     extrapolates).
     """
 
-    __slots__ = ("_arrays", "_energy", "_k", "_latency", "_lookup", "_n", "_xs")
+    __slots__ = (
+        "_arrays",
+        "_energy",
+        "_gridded",
+        "_hi",
+        "_k",
+        "_latency",
+        "_lo",
+        "_lookup",
+        "_n",
+        "_top",
+        "_xs",
+    )
 
     def __init__(
         self, cost: PhaseCost, microbatch: float, fanout_k: int, gpu_only: bool = False
@@ -61,6 +73,12 @@ class ContextCurve:
         self._k = fanout_k
         xs = list(cost.context_axis)
         self._xs = xs
+        # The grid's bounds and shape, read on every lookup (len() and xs[-1] cost as much).
+        self._lo = xs[0]
+        self._hi = xs[-1]
+        self._top = len(xs) - 1
+        """Index of the last grid point."""
+        self._gridded = len(xs) > 1
         points = [self._lookup(x, microbatch, fanout_k) for x in xs]
         self._latency = [p.latency_s for p in points]
         self._energy = [p.energy_j for p in points]
@@ -70,12 +88,12 @@ class ContextCurve:
 
     def at(self, context: float) -> tuple[float, float]:
         """Return ``(latency_s, energy_j)`` of one iteration at mean context ``context``."""
-        xs = self._xs
-        if context < xs[0] or context > xs[-1] or len(xs) == 1:
+        if context < self._lo or context > self._hi or not self._gridded:
             point = self._lookup(context, self._n, self._k)
             return point.latency_s, point.energy_j
+        xs = self._xs
         i = bisect_right(xs, context) - 1
-        if i >= len(xs) - 1:
+        if i >= self._top:
             return self._latency[-1], self._energy[-1]
         # Linear inside grid segment i (xs[i] <= context <= xs[i + 1]).
         x0 = xs[i]
@@ -94,9 +112,9 @@ class ContextCurve:
         grid are interpolated in one vectorised pass (the same linear
         interpolation as :meth:`at`).
         """
-        xs = self._xs
         last = context + steps - 1
-        if steps >= VECTOR_MIN_STEPS and len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
+        if steps >= VECTOR_MIN_STEPS and self._gridded and self._lo <= context and last <= self._hi:
+            xs = self._xs
             arrays = self._arrays
             if arrays is None:
                 arrays = self._arrays = (
@@ -130,11 +148,11 @@ class ContextCurve:
         middle context, exactly; otherwise the running totals of
         :meth:`cumulative_steps` give it.
         """
-        xs = self._xs
         last = context + steps - 1
-        if len(xs) > 1 and xs[0] <= context and last <= xs[-1]:
+        if self._gridded and self._lo <= context and last <= self._hi:
+            xs = self._xs
             i = bisect_right(xs, context) - 1
-            if i < len(xs) - 1 and last <= xs[i + 1]:
+            if i < self._top and last <= xs[i + 1]:
                 # Linear inside segment i, at the middle context (as at() interpolates).
                 x0 = xs[i]
                 w = (context + (steps - 1) / 2.0 - x0) / (xs[i + 1] - x0)
