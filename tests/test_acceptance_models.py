@@ -243,11 +243,30 @@ def test_single_draw_is_fast() -> None:
 
 
 def test_cache_reset_keeps_results() -> None:
-    model = iid(0.7)
+    # Context bins, so that every context of the loop is a query of its own.
+    model = make("iid", [{"context_len": 0, "alpha": 0.7}, {"context_len": 100, "alpha": 0.7}])
     model.cache_limit = 4  # type: ignore[misc]
-    values = [model.expected_accepted(3, c) for c in range(10)]
+    values = [model.expected_accepted(3, c) for c in range(1, 11)]
     assert values == [pytest.approx(0.7 + 0.49 + 0.343)] * 10
-    assert len(model._prepared) <= 4
+    assert 1 <= len(model._prepared) <= 4
+
+
+def test_contexts_beyond_the_bins_share_one_cached_query() -> None:
+    """Outside the bins' context span the weights are those of its ends: one entry each."""
+    rng_one, rng_two = np.random.default_rng(5), np.random.default_rng(5)
+    flat = iid(0.6)  # no context bins: every context weighs the one bin
+    contexts = range(100, 3100, 100)
+    draws = [flat.sample_accepted(4, context, rng_one) for context in contexts]
+    assert len(flat._prepared) == 1
+    fresh = [iid(0.6).sample_accepted(4, context, rng_two) for context in contexts]
+    assert draws == fresh
+    binned = make("iid", [{"context_len": 100, "alpha": 0.9}, {"context_len": 300, "alpha": 0.5}])
+    for context in [0, 50, 100, 101, 200, 299, 300, 301, 5000]:
+        assert binned.survival(4, context) == make(
+            "iid", [{"context_len": 100, "alpha": 0.9}, {"context_len": 300, "alpha": 0.5}]
+        ).survival(4, context)
+    # 0, 50 and 100 share the low end's entry; 300, 301 and 5000 the high end's.
+    assert len(binned._prepared) == 5
 
 
 # --- properties ------------------------------------------------------------

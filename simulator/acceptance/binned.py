@@ -71,7 +71,8 @@ class BinnedModel(DescribedCurve, Generic[BinT]):
 
     kind: ClassVar[str] = ""
     cache_limit: ClassVar[int] = 1 << 16
-    """Cached (k, context_len, temperature) queries kept before the cache is reset."""
+    """Cached (k, context_len within the grid's context span, temperature) queries kept before the
+    cache is reset."""
 
     def __init__(self, info: CurveInfo, bins: Sequence[BinT]) -> None:
         if not bins:
@@ -81,6 +82,10 @@ class BinnedModel(DescribedCurve, Generic[BinT]):
         self._grid = BinGrid.from_keys([(b.temperature, b.context_len) for b in self.bins])
         self._bin_curves: dict[tuple[int, int], tuple[float, ...]] = {}
         self._prepared: dict[tuple[int, float, float], _Prepared] = {}
+        # Queries are cached by their context clamped to this span, outside which the
+        # weights do not change: a curve without context bins has one entry per
+        # (k, temperature), not one per context a run reaches.
+        self._context_lo, self._context_hi = self._grid.context_span
         self._by_category: dict[str, BinnedModel[Any]] = {}
         self._views: dict[tuple[str, int, float], SpreadView] = {}
 
@@ -155,6 +160,7 @@ class BinnedModel(DescribedCurve, Generic[BinT]):
         return curve
 
     def _prepare(self, k: int, context_len: float, temperature: float) -> _Prepared:
+        context_len = min(max(context_len, self._context_lo), self._context_hi)
         key = (k, context_len, temperature)
         prepared = self._prepared.get(key)
         if prepared is not None:
@@ -194,6 +200,11 @@ class BinnedModel(DescribedCurve, Generic[BinT]):
         self, k: int, context_len: int, rng: UniformSource, temperature: float = 0.0
     ) -> int:
         """Draw A in ``0..k`` for one verify round, using exactly one ``rng.random()``."""
+        # The cache key's clamp (see __init__), inlined: this runs once a round.
+        if context_len < self._context_lo:
+            context_len = self._context_lo
+        elif context_len > self._context_hi:
+            context_len = self._context_hi
         prepared = self._prepared.get((k, context_len, temperature))
         if prepared is None:
             prepared = self._prepare(k, context_len, temperature)

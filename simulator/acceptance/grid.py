@@ -75,6 +75,15 @@ class BinGrid:
             contexts[-1].append(context_len)
         return cls(tuple(temperatures), tuple(tuple(c) for c in contexts), tuple(starts))
 
+    @property
+    def context_span(self) -> tuple[int, int]:
+        """The contexts ``(lo, hi)`` beyond which a query's weights no longer change.
+
+        Every context at or below ``lo`` gets the weights of ``lo``, and every one at or
+        above ``hi`` those of ``hi``: each temperature's first and last bins hold beyond them.
+        """
+        return min(c[0] for c in self.contexts), max(c[-1] for c in self.contexts)
+
     def weights(self, context_len: float, temperature: float) -> tuple[tuple[int, float], ...]:
         """Return ``(bin index, weight)`` pairs whose weights sum to 1 for a query."""
         pairs: list[tuple[int, float]] = []
