@@ -187,6 +187,24 @@ for _ in range(15):
 """
 
 
+def test_the_resolved_scenario_reads_back_as_the_run_s_whatever_its_characters(tmp_path):
+    """``scenario.resolved.yaml`` (written with libyaml where PyYAML has it) is the scenario."""
+    label = "Café – 8 µs × 3 “quoted”: #1 \x7f \U000f0000 \u2028 end"
+    scenario = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(3, 1.0, 100, 10),
+        extra={"metadata.label": label, "metadata.description": "a: b\n- c\n" * 40},
+    )
+    result = run(load_scenario(scenario))
+    write_results(result, tmp_path / "out")
+    written = yaml.safe_load(
+        (tmp_path / "out" / "scenario.resolved.yaml").read_text(encoding="utf-8")
+    )
+    assert written == result.scenario.resolved()
+    assert written["metadata"]["label"] == label
+
+
 @pytest.mark.slow
 def test_two_runs_writing_one_directory_leave_one_whole_set(tmp_path):
     scenario = _scenario(tmp_path, requests=20)
