@@ -100,3 +100,30 @@ def test_a_scenario_availability_window_delays_the_draft_device(tmp_path):
     assert delayed["ttft_ms"] == pytest.approx(always["ttft_ms"])
     assert delayed["e2e_ms"] >= 5000
     assert delayed["e2e_ms"] - always["e2e_ms"] == pytest.approx(5000, abs=always["e2e_ms"])
+
+
+def test_loading_scenarios_leaves_the_shared_schema_as_built(tmp_path):
+    """Loading reads the process's one schema without a copy: it must never change it."""
+    import json
+
+    from simulator.scenario.schema import _assembled, shared_scenario_schema
+
+    def digest(schema):
+        return json.dumps(schema, sort_keys=True, default=str)
+
+    built = digest(_assembled.__wrapped__(True))
+    path = write_scenario(
+        tmp_path,
+        mode="distributed",
+        workload=synthetic(2, 1.0, 100, 10),
+        extra={"scheduler.verify.microbatch": {"max_microbatch": 8}},
+    )
+    load_scenario(path)
+    load_scenario(path, overrides=["scheduler.verify.policy=edf", "speculation.k=3"])
+    load_scenario("scenarios/examples/design_example.yaml")
+    with pytest.raises(InputError):
+        load_scenario(path, overrides=["speculation.k=-1"])
+    assert digest(shared_scenario_schema()) == built
+    copy = scenario_schema()
+    copy["properties"].clear()  # a copy may be changed; the shared schema is not
+    assert digest(shared_scenario_schema()) == built

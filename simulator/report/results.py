@@ -193,9 +193,9 @@ def load_run(path: Path, label: str | None = None) -> RunResults:
     scenario = read_document(resolved, "resolved scenario")
     if not isinstance(scenario, dict):
         raise InputError([make_issue(resolved, "", scenario, "a mapping (the resolved scenario)")])
-    from simulator.scenario.schema import scenario_schema
+    from simulator.scenario.schema import shared_scenario_schema
 
-    issues = schema_issues(scenario, scenario_schema(), resolved)
+    issues = schema_issues(scenario, shared_scenario_schema(), resolved)
     if issues:
         raise InputError(issues)
     return RunResults(

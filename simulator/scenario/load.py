@@ -21,7 +21,7 @@ from simulator.loading import fill_defaults, read_document, resolve_path, schema
 from simulator.scenario.build import build_scenario
 from simulator.scenario.model import Scenario
 from simulator.scenario.overrides import apply_overrides
-from simulator.scenario.schema import scenario_schema
+from simulator.scenario.schema import shared_scenario_schema
 
 
 def load_scenario(
@@ -62,7 +62,7 @@ def load_scenario(
     document = apply_overrides(document, overrides)
     if seed is not None:
         document["seed"] = seed
-    schema = scenario_schema()
+    schema = shared_scenario_schema()
     issues = [*consent_issues(), *plugin_issues(), *schema_issues(document, schema, file)]
     if issues:
         raise InputError(issues)

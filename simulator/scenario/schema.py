@@ -108,6 +108,16 @@ def _assembled(plugins: bool) -> dict[str, Any]:
     return result
 
 
+def shared_scenario_schema(plugins: bool = True) -> Mapping[str, Any]:
+    """Return the complete scenario schema this process built once: to read, never to change.
+
+    Loading a scenario only reads its schema (validation and defaults), so it
+    takes this one: deep-copying it cost about a sixth of loading a scenario
+    whose files are already cached. :func:`scenario_schema` gives a copy to change.
+    """
+    return _assembled(plugins)
+
+
 def scenario_schema(plugins: bool = True) -> dict[str, Any]:
     """Return a fresh copy of the complete scenario schema.
 
