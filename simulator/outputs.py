@@ -276,8 +276,8 @@ def check_finite(result: Result) -> None:
         # Column by column (no copy of the whole table); the first infinite cell
         # in row order, the leftmost of its row.
         first: tuple[int, int] | None = None
-        for column in range(numbers.shape[1]):
-            rows = np.flatnonzero(np.isinf(numbers.iloc[:, column].to_numpy(dtype=np.float64)))
+        for column, (_label, series) in enumerate(numbers.items()):
+            rows = np.flatnonzero(np.isinf(series.to_numpy(dtype=np.float64)))
             if rows.size and (first is None or int(rows[0]) < first[0]):
                 first = (int(rows[0]), column)
         if first is not None:
