@@ -278,7 +278,15 @@ def read_document(path: Path, what: str = "file") -> Any:
     Raises:
         InputError: The file is missing, unreadable, too large or not valid YAML/JSON.
     """
-    data = read_bounded(path, what)
+    return parse_document(path, read_bounded(path, what), what)
+
+
+def parse_document(path: Path, data: bytes, what: str = "file") -> Any:
+    """Parse the bytes of a YAML or JSON file already read (see :func:`read_document`).
+
+    Raises:
+        InputError: The bytes are not UTF-8, or not valid YAML/JSON within the bounds.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -555,13 +563,13 @@ def resolve_path(base_dir: Path, value: str) -> Path:
     return candidate if candidate.is_absolute() else (base_dir / candidate)
 
 
-def load_validated(path: Path, schema_name: str, what: str) -> Any:
-    """Read ``path``, validate it against a packaged schema and fill defaults.
+def load_validated(path: Path, schema_name: str, what: str, data: bytes | None = None) -> Any:
+    """Read ``path`` (or parse its ``data``), validate it against a packaged schema, fill defaults.
 
     Raises:
         InputError: With every problem found in the file.
     """
-    document = read_document(path, what)
+    document = read_document(path, what) if data is None else parse_document(path, data, what)
     schema = load_packaged_schema(schema_name)
     issues = schema_issues(document, schema, path)
     if issues:

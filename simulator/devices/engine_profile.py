@@ -26,11 +26,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from simulator.built_files import BuiltFromFiles
 from simulator.errors import InputError, Issue, make_issue
+from simulator.input_files import read_bounded
 from simulator.loading import load_validated
 
 SCHEMA_NAME = "engine_profile.schema.json"
 """The packaged JSON Schema of engine profiles."""
+WHAT = "engine profile"
+ENGINE_CACHE_SIZE = 16
+"""Most engine profiles kept (by file name and content) for the runs of a process to share."""
+_ENGINES: BuiltFromFiles[EngineProfile] = BuiltFromFiles(ENGINE_CACHE_SIZE)
 
 BUNDLED_ENGINES = ("cuda-graph", "eager-pytorch", "vidur-vllm-v0", "none")
 """Engine profiles shipped in ``device_profiles/engines/``, named by id in a scenario."""
@@ -140,7 +146,13 @@ def load_engine_profile(path: Path) -> EngineProfile:
         InputError: With every problem of the file (file, key path, bad value, what is allowed).
     """
     path = Path(path)
-    document = load_validated(path, SCHEMA_NAME, "engine profile")
+    data = read_bounded(path, WHAT)
+    return _ENGINES.load(str(path), data, lambda: _build(path, data))
+
+
+def _build(path: Path, data: bytes) -> EngineProfile:
+    """Check an engine profile file's bytes and build its profile."""
+    document = load_validated(path, SCHEMA_NAME, WHAT, data)
     issues = _issues(document, path)
     if issues:
         raise InputError(issues)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from simulator.built_files import BuiltFromFiles
 from simulator.devices.checks import cross_field_issues, id_issues, source_issues
 from simulator.devices.model import (
     Availability,
@@ -34,10 +35,15 @@ from simulator.devices.model import (
     ThermalSpec,
 )
 from simulator.errors import InputError, Issue
-from simulator.loading import fill_defaults, load_packaged_schema, read_document, schema_issues
+from simulator.input_files import read_bounded
+from simulator.loading import fill_defaults, load_packaged_schema, parse_document, schema_issues
 
 SCHEMA_NAME = "device_profile.schema.json"
 """The packaged JSON Schema of device profiles."""
+WHAT = "device profile"
+PROFILE_CACHE_SIZE = 64
+"""Most profiles kept (by file name and content) for the runs of a process to share."""
+_PROFILES: BuiltFromFiles[DeviceProfile] = BuiltFromFiles(PROFILE_CACHE_SIZE)
 
 
 def load_device_profile(path: Path) -> DeviceProfile:
@@ -55,7 +61,13 @@ def load_device_profile(path: Path) -> DeviceProfile:
             key path, the bad value and what is allowed.
     """
     path = Path(path)
-    raw = read_document(path, "device profile")
+    data = read_bounded(path, WHAT)
+    return _PROFILES.load(str(path), data, lambda: _build(path, data))
+
+
+def _build(path: Path, data: bytes) -> DeviceProfile:
+    """Check a profile file's bytes and build its profile."""
+    raw = parse_document(path, data, WHAT)
     schema = load_packaged_schema(SCHEMA_NAME)
     schema_problems = schema_issues(raw, schema, path)
     issues: list[Issue] = schema_problems + id_issues(raw, path)

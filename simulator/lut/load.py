@@ -2,23 +2,23 @@
 
 :func:`load_lut` reads a CSV (or Parquet) file, checks it completely
 (:mod:`simulator.lut.check`) and builds one :class:`KeyGrid` per key. Loaded
-tables are kept in a small content-keyed cache: loading the same file again
-while its bytes are unchanged returns the same table (with its warm lookup
-cache); any change to the file's content makes it load afresh.
+tables are kept in a small content-keyed cache (:mod:`simulator.built_files`):
+loading the same file again while its bytes are unchanged returns the same
+table (with its warm lookup cache); any change to the file's content makes it
+load afresh.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simulator.built_files import BuiltFromFiles
 from simulator.errors import InputError
 from simulator.lut.check import ParsedLut, check_lut
 from simulator.lut.interpolate import KeyGrid, Values
 from simulator.lut.read import (
     RawLut,
-    content_digest,
     frame_to_raw,
     parse_lut_bytes,
     read_lut_bytes,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 LOAD_CACHE_SIZE = 32
 """Most loaded tables kept by :func:`load_lut` (least recently used ones are dropped)."""
 
-_loaded: OrderedDict[tuple[str, str], LutTable] = OrderedDict()
+_loaded: BuiltFromFiles[LutTable] = BuiltFromFiles(LOAD_CACHE_SIZE)
 
 
 def _key_of(values: tuple[object, ...]) -> LutKey:
@@ -102,18 +102,11 @@ def load_lut(path: str | Path, use_cache: bool = True) -> LutTable:
     """
     file = Path(path)
     data = read_lut_bytes(file)
-    cache_key = (str(file.resolve()), content_digest(data))
-    if use_cache:
-        cached = _loaded.get(cache_key)
-        if cached is not None:
-            _loaded.move_to_end(cache_key)
-            return cached
-    table = table_from_raw(parse_lut_bytes(file, data), file)
-    if use_cache:
-        _loaded[cache_key] = table
-        while len(_loaded) > LOAD_CACHE_SIZE:
-            _loaded.popitem(last=False)
-    return table
+
+    def build() -> LutTable:
+        return table_from_raw(parse_lut_bytes(file, data), file)
+
+    return _loaded.load(str(file.resolve()), data, build) if use_cache else build()
 
 
 def clear_load_cache() -> None:

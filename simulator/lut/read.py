@@ -11,7 +11,6 @@ dropped but keep their numbers counted.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from simulator.built_files import content_digest
 from simulator.errors import InputError, make_issue
 from simulator.input_files import file_problem
 
@@ -90,11 +90,6 @@ def read_lut_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise _issue_error(path, "", str(path), "a readable LUT file", str(exc)) from None
-
-
-def content_digest(data: bytes) -> str:
-    """Return the SHA-256 hex digest of a file's bytes."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def parse_lut_bytes(path: Path, data: bytes) -> RawLut:
