@@ -230,7 +230,8 @@ def _result(
         frame["cached_tokens"] = [cached.get(int(i), 0) for i in frame["request_id"]]
     if output.disaggregation is not None:
         add_transfer_columns(frame, output.disaggregation)
-    slos = {name: table.slo_of(name) for name in sorted(set(frame["slo_class"]) | {"default"})}
+    classes = set(frame["slo_class"].unique())  # unique(): not one Python step per row
+    slos = {name: table.slo_of(name) for name in sorted(classes | {"default"})}
     for name, flags in slo_flags(frame, slos).items():
         frame[name] = flags
     summary = summarise(

@@ -91,10 +91,14 @@ def slo_flags(frame: pd.DataFrame, slos: Mapping[str, SloTargets]) -> pd.DataFra
     requests without network rounds, classes without a TVT target);
     ``slo_met`` is all three. Requests that did not complete meet none.
     """
-    ttft_limit = frame["slo_class"].map(lambda c: slos[c].ttft_ms)
-    tpot_limit = frame["slo_class"].map(lambda c: slos[c].tpot_ms)
-    tvt_limit = frame["slo_class"].map(
-        lambda c: slos[c].tvt_ms if slos[c].tvt_ms is not None else math.inf
+    # Each class's limits mapped through a table, not a call per row.
+    classes = frame["slo_class"]
+    ttft_limit = classes.map({c: t.ttft_ms for c, t in slos.items()})
+    if ttft_limit.isna().any():  # targets are finite: a class without targets
+        raise KeyError(f"no SLO targets for class {classes[ttft_limit.isna()].iloc[0]!r}")
+    tpot_limit = classes.map({c: t.tpot_ms for c, t in slos.items()})
+    tvt_limit = classes.map(
+        {c: t.tvt_ms if t.tvt_ms is not None else math.inf for c, t in slos.items()}
     )
     completed = frame["outcome"] == "completed"
     ttft_ok = completed & (frame["ttft_ms"] <= ttft_limit)
@@ -244,7 +248,10 @@ def censored_latency(frame: pd.DataFrame, end_s: float) -> dict[str, Any]:
 
 def jain_index(values: Iterable[float]) -> float | None:
     """Jain's fairness index (sum x)^2 / (n * sum x^2) of positive values."""
-    array = np.asarray([v for v in values if math.isfinite(v) and v > 0], dtype=float)
+    array = np.asarray(
+        values if isinstance(values, (pd.Series, np.ndarray)) else list(values), dtype=float
+    )
+    array = array[np.isfinite(array) & (array > 0)]
     if array.size == 0:
         return None
     return float(array.sum() ** 2 / (array.size * np.square(array).sum()))
