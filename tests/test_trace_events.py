@@ -153,6 +153,23 @@ def test_tracing_changes_no_result(tmp_path):
     assert traced.requests.equals(plain.requests)
 
 
+def test_without_a_tracer_no_event_or_span_is_built(tmp_path, monkeypatch):
+    """The engine formats events only for a tracer: a run without one never calls the null one."""
+    from simulator.engine.tracing import NullTracer
+
+    def refuse(*_args: object) -> None:
+        raise AssertionError("an event was built for the null tracer")
+
+    monkeypatch.setattr(NullTracer, "event", refuse)
+    monkeypatch.setattr(NullTracer, "span", refuse)
+    for mode in ("distributed", "none"):
+        scenario = write_scenario(
+            tmp_path, mode=mode, workload=synthetic(6, 4.0, 100, 12), name=f"{mode}.yaml"
+        )
+        result = run(load_scenario(scenario))
+        assert result.summary["requests"]["completed"] == 6
+
+
 def test_cap_limits_the_events_and_says_so(tmp_path):
     full = _trace(tmp_path, ChromeTraceTracer())
     counted = [e for e in full["traceEvents"] if e["ph"] != "M"]

@@ -96,6 +96,8 @@ class Dispatcher:
         self.speculation = speculation
         self.network = network
         self.tracer = tracer
+        self.tracing = flow.tracing
+        """Whether a tracer is set (events are built only then)."""
         self.mode = runtime.settings.mode
         self.router = routing.router
         self.decode_router = routing.decode_router
@@ -121,12 +123,13 @@ class Dispatcher:
     # -- arrival and admission -------------------------------------------------------
     def arrive(self, req: RequestState) -> None:
         """A request arrived: it waits for admission behind the ones already waiting."""
-        self.tracer.event(
-            self.env._now,
-            "arrival",
-            f"request {req.request_id}",
-            f"prompt={req.prompt_tokens} output={req.output_tokens}",
-        )
+        if self.tracing:
+            self.tracer.event(
+                self.env._now,
+                "arrival",
+                f"request {req.request_id}",
+                f"prompt={req.prompt_tokens} output={req.output_tokens}",
+            )
         self.set_slo(req)
         self.deferred.append(req)
         self._admit_deferred()
@@ -212,9 +215,10 @@ class Dispatcher:
                 if not decision.admit and decision.defer:
                     if not req.deferred:
                         req.deferred = True
-                        self.tracer.event(
-                            self.env._now, "defer", f"request {req.request_id}", decision.reason
-                        )
+                        if self.tracing:
+                            self.tracer.event(
+                                self.env._now, "defer", f"request {req.request_id}", decision.reason
+                            )
                     if decision.retry_at_s is not None:
                         self._retry_admission_at(decision.retry_at_s)
                     return
@@ -256,12 +260,13 @@ class Dispatcher:
             replica = self._route(req, self.serving_mode(candidates, req.mode))
             req.replica = replica.index
             replica.outstanding += 1
-        self.tracer.event(
-            self.env._now,
-            "admit",
-            f"request {req.request_id}",
-            f"replica {replica.index} mode {req.mode}",
-        )
+        if self.tracing:
+            self.tracer.event(
+                self.env._now,
+                "admit",
+                f"request {req.request_id}",
+                f"replica {replica.index} mode {req.mode}",
+            )
         self.resolve(req, replica)
         kind = LANE_OF_MODE[req.mode]
         if self._exceeds_context_window(req, replica, kind):
@@ -505,10 +510,11 @@ class Dispatcher:
         selector = self.draft_selector
         assert selector is not None
         chosen = slots[int(selector.choose(query))]
-        self.tracer.event(
-            self.env._now,
-            "draft_model",
-            f"request {req.request_id}",
-            pool.models[chosen].name,
-        )
+        if self.tracing:
+            self.tracer.event(
+                self.env._now,
+                "draft_model",
+                f"request {req.request_id}",
+                pool.models[chosen].name,
+            )
         return chosen

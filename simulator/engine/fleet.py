@@ -147,7 +147,8 @@ class Fleet:
                     self.serving.append(replica)
                     self.always_available = self.always_available and replica.always_available
                 self._spans.append([now, math.inf])
-                context.tracer.event(now, "replica_loading", f"replica {replica.index}", pool)
+                if context.tracing:
+                    context.tracer.event(now, "replica_loading", f"replica {replica.index}", pool)
                 call_after(env, load_s, partial(self._replica_ready, replica))
         self.serving.sort(key=_replica_index)
         self._changed()
@@ -186,9 +187,10 @@ class Fleet:
             role = "verify" if i < verify else "draft"
             if replica.role != role:
                 replica.role = role
-                context.tracer.event(
-                    context.env._now, "replica_role", f"replica {replica.index}", role
-                )
+                if context.tracing:
+                    context.tracer.event(
+                        context.env._now, "replica_role", f"replica {replica.index}", role
+                    )
         self.split = True
 
     def role_counts(self, role: str) -> dict[str, int]:
@@ -214,7 +216,10 @@ class Fleet:
                 self.serving.append(replica)
                 self.serving.sort(key=_replica_index)
             context = self._context()
-            context.tracer.event(context.env._now, "replica_ready", f"replica {replica.index}", "")
+            if context.tracing:
+                context.tracer.event(
+                    context.env._now, "replica_ready", f"replica {replica.index}", ""
+                )
             self._changed()
 
     def _changed(self) -> None:
@@ -228,7 +233,10 @@ class Fleet:
             self.serving.remove(replica)
         replica.state = DRAINING
         context = self._context()
-        context.tracer.event(context.env._now, "replica_draining", f"replica {replica.index}", "")
+        if context.tracing:
+            context.tracer.event(
+                context.env._now, "replica_draining", f"replica {replica.index}", ""
+            )
         if not replica.outstanding and not replica.holders:
             self._retire(replica)
 
@@ -243,7 +251,10 @@ class Fleet:
         replica.state = RETIRED
         context = self._context()
         self._spans[replica.index][1] = context.env._now
-        context.tracer.event(context.env._now, "replica_retired", f"replica {replica.index}", "")
+        if context.tracing:
+            context.tracer.event(
+                context.env._now, "replica_retired", f"replica {replica.index}", ""
+            )
 
     def retire_drained(self) -> None:
         """Retire every drained replica left without requests.

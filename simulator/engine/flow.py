@@ -235,7 +235,10 @@ class RequestFlow:
         self.last_outcome_s = max(self.last_outcome_s, now)
         self.outstanding -= 1
         self.fleet.request_ended(replica)
-        self.tracer.event(now, "complete", f"request {req.request_id}", f"tokens={req.generated}")
+        if self.tracing:
+            self.tracer.event(
+                now, "complete", f"request {req.request_id}", f"tokens={req.generated}"
+            )
         if self.on_end is not None:
             self.on_end(req)
         self.on_freed()
@@ -311,7 +314,8 @@ class RequestFlow:
         self.last_outcome_s = max(self.last_outcome_s, self.env._now)
         self.outstanding -= 1
         self.fleet.request_ended(self.replicas[req.replica])
-        self.tracer.event(self.env._now, "reject", f"request {req.request_id}", reason)
+        if self.tracing:
+            self.tracer.event(self.env._now, "reject", f"request {req.request_id}", reason)
         if self.predicts_ttft:
             self.prefill_done(req)
         if req.drafter is not None:
@@ -326,6 +330,7 @@ class RequestFlow:
         req.outcome = "rejected"
         req.reason = reason
         self.last_outcome_s = max(self.last_outcome_s, now)
-        self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
+        if self.tracing:
+            self.tracer.event(now, "reject", f"request {req.request_id}", req.reason)
         if self.on_end is not None:
             self.on_end(req)

@@ -150,9 +150,10 @@ class HandoverStart:
         replica = min(candidates, key=lambda r: (r.outstanding, r.index))
         self._admit(req, item, replica)
         now = self.flow.env._now
-        self.dispatcher.tracer.event(
-            now, "migrate", f"request {req.request_id}", f"replica {replica.index}"
-        )
+        if self.dispatcher.tracing:
+            self.dispatcher.tracer.event(
+                now, "migrate", f"request {req.request_id}", f"replica {replica.index}"
+            )
         replica.enqueue_prefill(req, kind)
 
     def finish(self) -> None:

@@ -427,12 +427,7 @@ class ReplicaKv:
             self.release(victim)
             victim.preemptions += 1
             self.parked.add(victim.request_id)
-            replica.context.tracer.event(
-                replica.env._now,
-                "preempt",
-                f"request {victim.request_id}",
-                f"replica {replica.index}",
-            )
+            self._trace("preempt", victim)
             return
         queue = replica.decode_q[kind]
         if victim in queue:
@@ -444,9 +439,15 @@ class ReplicaKv:
         self.release(victim)
         victim.preemptions += 1
         replica.prefill_q.insert(0, (victim, kind, victim.arrival_s))
-        replica.context.tracer.event(
-            replica.env._now, "preempt", f"request {victim.request_id}", f"replica {replica.index}"
-        )
+        self._trace("preempt", victim)
+
+    def _trace(self, kind: str, req: RequestState) -> None:
+        """Report ``kind`` (a preemption, a spill) of ``req`` on this replica, when tracing."""
+        replica = self.replica
+        if replica.context.tracing:
+            replica.context.tracer.event(
+                replica.env._now, kind, f"request {req.request_id}", f"replica {replica.index}"
+            )
 
     def recompute_parked(self, req: RequestState, kind: str) -> None:
         """A parked request's bundle arrived: it recomputes its context first in line, then verifies."""
@@ -499,12 +500,7 @@ class ReplicaKv:
             self.release(req)
             replica.lifecycle.spill_to_fused(req)
             replica.prefill_q.insert(0, (req, FUSED, req.arrival_s))
-            replica.context.tracer.event(
-                replica.env._now,
-                "spill_fused",
-                f"request {req.request_id}",
-                f"replica {replica.index}",
-            )
+            self._trace("spill_fused", req)
         if not batch and not moved:
             batch = stay[: replica.step_lane.limits.max_batch]
         return batch, replica.env._now if not batch else INF

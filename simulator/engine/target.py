@@ -228,9 +228,10 @@ class TargetReplica:
         """A prompt has arrived: queue it for prefill (``kind``: its decode-lane work)."""
         now = self.env._now
         self.prefill_q.append((req, kind, now))
-        self.context.tracer.event(
-            now, "prefill_queued", f"request {req.request_id}", f"replica {self.index}"
-        )
+        if self.context.tracing:
+            self.context.tracer.event(
+                now, "prefill_queued", f"request {req.request_id}", f"replica {self.index}"
+            )
         if not self.busy:
             self._decide_at(now)
         elif self.decode_runs.run is not None and len(self.holders) < self.max_running:

@@ -220,7 +220,7 @@ def place_in_flight(
         # it recomputes its context on its replica first.
         recompute = item.recompute or not replica.can_hold(req, kind)
         if migrate or recompute:
-            if migrate:
+            if migrate and dispatcher.tracing:
                 dispatcher.tracer.event(
                     now, "migrate", f"request {req.request_id}", f"replica {replica.index}"
                 )
