@@ -7,8 +7,9 @@ and the SHA-256 of its bytes: a file edited between two loads is built again
 (the key changes with the content), and one read again unchanged is not parsed
 or checked a second time. Only files whose object depends on nothing but their
 own bytes and name are kept this way (an acceptance curve may name a replay
-log, so it is built afresh each time). The objects kept are immutable, so every
-run that loads the file shares one.
+log, so it is built afresh each time). Every run that loads the file shares the
+one object kept: profiles are frozen, and a LUT table changes only its own
+cache of answers (the same for every run).
 """
 
 from __future__ import annotations
